@@ -1,0 +1,1 @@
+"""Host and stateful operators that the runtime runs without torch."""

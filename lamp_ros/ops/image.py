@@ -1,0 +1,57 @@
+"""Camera image preprocessing: openpi's aspect-preserving resize with black padding.
+
+The model was trained on images letterboxed this way, so stretching instead of padding
+would shift what the vision encoder sees.
+"""
+
+import cv2
+import numpy as np
+
+INTERPOLATIONS = {
+    'linear': cv2.INTER_LINEAR,
+    'area': cv2.INTER_AREA,
+    'nearest': cv2.INTER_NEAREST,
+    'cubic': cv2.INTER_CUBIC,
+}
+
+
+def _check_image(image: np.ndarray) -> None:
+    if not isinstance(image, np.ndarray):
+        raise ValueError(f'image must be a numpy array, got {type(image).__name__}')
+    if image.dtype != np.uint8:
+        raise ValueError(f'image must be uint8, got {image.dtype}')
+    if image.ndim != 3 or image.shape[2] != 3:
+        raise ValueError(f'image must be HxWx3, got shape {image.shape}')
+    if image.shape[0] == 0 or image.shape[1] == 0:
+        raise ValueError(f'image is empty, shape {image.shape}')
+
+
+def resize_with_pad(
+    image: np.ndarray, height: int, width: int, interpolation: str = 'linear'
+) -> np.ndarray:
+    """Resize an HxWx3 uint8 image into (height, width, 3), keeping aspect, padding black."""
+    _check_image(image)
+    if interpolation not in INTERPOLATIONS:
+        raise ValueError(
+            f'interpolation {interpolation!r} is unknown; known: {sorted(INTERPOLATIONS)}')
+    if height < 1 or width < 1:
+        raise ValueError(f'height and width must be >= 1, got {height}x{width}')
+    cur_h, cur_w = image.shape[:2]
+    if (cur_h, cur_w) == (height, width):
+        return image.copy()
+    scale = min(height / cur_h, width / cur_w)
+    new_h = min(height, max(1, int(round(cur_h * scale))))
+    new_w = min(width, max(1, int(round(cur_w * scale))))
+    resized = cv2.resize(image, (new_w, new_h), interpolation=INTERPOLATIONS[interpolation])
+    out = np.zeros((height, width, 3), dtype=np.uint8)
+    top = (height - new_h) // 2
+    left = (width - new_w) // 2
+    out[top:top + new_h, left:left + new_w] = resized
+    return out
+
+
+def to_model_range(image: np.ndarray) -> np.ndarray:
+    """Map uint8 pixels to float32 in [-1, 1], as the vision encoder expects."""
+    if not isinstance(image, np.ndarray) or image.dtype != np.uint8:
+        raise ValueError(f'image must be a uint8 numpy array, got {getattr(image, "dtype", None)}')
+    return image.astype(np.float32) * (2.0 / 255.0) - 1.0

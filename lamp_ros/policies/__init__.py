@@ -1,0 +1,1 @@
+"""Reference policies written as Python prototypes (PyTorch); the compiler's inputs."""

@@ -1,0 +1,169 @@
+"""The eager pi0.5 policy: the Python prototype that every compiled artifact is compared to.
+
+`Pi05Policy.infer(observation) -> actions` runs the whole path a robot needs, as a researcher
+writes it: normalise the joint state with quantile stats, discretise it into 256 bins and write
+it into the prompt, tokenise with sentencepiece, resize-with-pad each camera image and scale it to
+[-1, 1], encode the images, run the prefix into a KV cache, integrate the flow with the action
+expert, then un-normalise and un-pad the actions. Each of those steps is its own method so the
+tracer can record the pipeline stage by stage.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from lamp_ros.observation import validate_observation
+from lamp_ros.ops.image import resize_with_pad, to_model_range
+from lamp_ros.ops.normalize import (default_norm_stats_path, NormStats,
+                                    quantile_normalize, quantile_unnormalize)
+from lamp_ros.ops.prompt import discretize_state, format_prompt, tokenize_prompt
+from lamp_ros.ops.tokenizer import Tokenizer
+from lamp_ros.policies.config import get_preset, Pi05Config
+from lamp_ros.policies.pi05 import Pi05Model
+from lamp_ros.policies.weights import init_weights, load_weights
+
+DTYPES = {'float32': torch.float32, 'bfloat16': torch.bfloat16, 'float16': torch.float16}
+
+
+@dataclass(frozen=True)
+class GlueConfig:
+    """Host-side choices of the pipeline that change results (recorded in every artifact)."""
+
+    interpolation: str = 'linear'
+    noise_seed: int = 0
+
+
+class Pi05Policy:
+    """Model + tokenizer + norm stats + glue; `infer` is the reference implementation."""
+
+    def __init__(self, config: Pi05Config, model: Pi05Model, tokenizer: Tokenizer,
+                 norm_stats: NormStats, glue: GlueConfig = GlueConfig()):
+        if tokenizer.vocab_size > config.vocab_size:
+            raise ValueError(f'tokenizer: vocab size {tokenizer.vocab_size} exceeds the model '
+                             f'embedding table ({config.vocab_size})')
+        if len(norm_stats.joint_names) > config.action_dim:
+            raise ValueError(f'norm_stats: {len(norm_stats.joint_names)} joints exceed the '
+                             f'model action dim {config.action_dim}')
+        self.config = config
+        self.model = model.eval()
+        self.tokenizer = tokenizer
+        self.norm_stats = norm_stats
+        self.glue = glue
+        self.device = next(model.parameters()).device
+        self._rng = np.random.default_rng(glue.noise_seed)
+
+    @classmethod
+    def create(cls, preset: str = 'pi05_tiny', seed: int = 0, weights: str | None = None,
+               stage_seeds: dict | None = None, norm_stats: str | None = None,
+               tokenizer: str | None = None, glue: GlueConfig = GlueConfig(),
+               device: str = 'cpu', dtype: str | None = None) -> 'Pi05Policy':
+        """Build a policy from a preset; weights from `seed` or a safetensors file."""
+        config = get_preset(preset)
+        torch_dtype = DTYPES[dtype or config.dtype]
+        with torch.device(device):
+            model = Pi05Model(config).to(torch_dtype)
+        if weights:
+            load_weights(model, weights)
+        else:
+            init_weights(model, seed, stage_seeds)
+        stats = NormStats.load(norm_stats or default_norm_stats_path())
+        return cls(config, model, Tokenizer(tokenizer), stats, glue)
+
+    @property
+    def joint_names(self) -> tuple:
+        return self.norm_stats.joint_names
+
+    # ---- host stages (numpy) -------------------------------------------------------------
+
+    def normalize_state(self, state: np.ndarray) -> np.ndarray:
+        """Joint positions -> [-1, 1] by the state quantiles (robot dims, no padding)."""
+        return quantile_normalize(state, self.norm_stats.state)
+
+    def discretize_state(self, norm_state: np.ndarray) -> np.ndarray:
+        return discretize_state(np.clip(norm_state, -1.0, 1.0))
+
+    def tokenize(self, prompt: str, state_bins: np.ndarray):
+        """pi0.5 prompt `Task: ..., State: ...;\\nAction: ` -> (ids, mask), each (1, L)."""
+        text = format_prompt(prompt, state_bins)
+        tokens = tokenize_prompt(self.tokenizer, text, self.config.max_token_len)
+        return tokens.ids[None], tokens.mask[None]
+
+    def preprocess_image(self, image: np.ndarray) -> np.ndarray:
+        """(H, W, 3) uint8 of any size -> (S, S, 3) float32 in [-1, 1], aspect kept."""
+        size = self.config.vision.image_size
+        return to_model_range(resize_with_pad(image, size, size, self.glue.interpolation))
+
+    def sample_noise(self) -> np.ndarray:
+        """Standard normal (1, horizon, action_dim): the flow's starting point at t=1."""
+        shape = (1, self.config.action_horizon, self.config.action_dim)
+        return self._rng.standard_normal(shape).astype(np.float32)
+
+    def unnormalize_actions(self, actions) -> np.ndarray:
+        """(1, horizon, action_dim) normalised -> (horizon, joints) in robot units."""
+        actions = _to_numpy(actions)[0, :, :len(self.joint_names)]
+        return quantile_unnormalize(actions, self.norm_stats.actions)
+
+    # ---- model stages (torch) ------------------------------------------------------------
+
+    @torch.inference_mode()
+    def vision(self, images: dict):
+        """{slot: (S, S, 3)} for the cameras present -> tokens (1, cams, P, W), mask (1, cams).
+
+        A missing camera gets a black image and mask False: its tokens are excluded from
+        attention, exactly as openpi does, so its content cannot leak into the actions.
+        """
+        size = self.config.vision.image_size
+        blank = np.zeros((size, size, 3), np.float32)
+        stack = np.stack([images.get(slot, blank) for slot in self.config.camera_slots])
+        mask = np.array([[slot in images for slot in self.config.camera_slots]])
+        pixels = torch.from_numpy(stack).to(self.device)
+        tokens = self.model.vision(pixels)[None]
+        return tokens, torch.from_numpy(mask).to(self.device)
+
+    @torch.inference_mode()
+    def prefix(self, image_tokens, image_mask, token_ids, token_mask):
+        ids = torch.as_tensor(token_ids, device=self.device)
+        mask = torch.as_tensor(token_mask, device=self.device)
+        return self.model.prefix(image_tokens, image_mask, ids, mask)
+
+    @torch.inference_mode()
+    def denoise(self, k_cache, v_cache, prefix_mask, noise):
+        noise = torch.as_tensor(noise, device=self.device)
+        return self.model.expert(k_cache, v_cache, prefix_mask, noise)
+
+    # ---- the whole path ------------------------------------------------------------------
+
+    def infer(self, observation, noise: np.ndarray | None = None) -> np.ndarray:
+        """observation -> action chunk (horizon, joints) in robot units."""
+        obs = validate_observation(observation, self.config.camera_slots, len(self.joint_names))
+        norm_state = self.normalize_state(obs.state)
+        state_bins = self.discretize_state(norm_state)
+        token_ids, token_mask = self.tokenize(obs.prompt, state_bins)
+        images = {slot: self.preprocess_image(img) for slot, img in obs.images.items()}
+        image_tokens, image_mask = self.vision(images)
+        k_cache, v_cache, prefix_mask = self.prefix(image_tokens, image_mask, token_ids,
+                                                    token_mask)
+        if noise is None:
+            noise = self.sample_noise()
+        noise = _check_noise(noise, self.config)
+        actions = self.denoise(k_cache, v_cache, prefix_mask, noise)
+        return self.unnormalize_actions(actions)
+
+
+def _to_numpy(x) -> np.ndarray:
+    if isinstance(x, torch.Tensor):
+        return x.detach().float().cpu().numpy()
+    return np.asarray(x)
+
+
+def _check_noise(noise, config: Pi05Config) -> np.ndarray:
+    noise = np.asarray(noise, dtype=np.float32)
+    shape = (config.action_horizon, config.action_dim)
+    if noise.shape == shape:
+        noise = noise[None]
+    if noise.shape != (1, *shape):
+        raise ValueError(f'noise: expected shape {shape} or (1, *{shape}), got {noise.shape}')
+    if not np.isfinite(noise).all():
+        raise ValueError('noise: contains non-finite values')
+    return noise

@@ -1,0 +1,61 @@
+"""SigLIP-style vision encoder (So400m/14 in pi0.5) followed by the projection to the LLM width.
+
+Written the way the Python prototype is: Conv2d patch embedding on NCHW, learned positions,
+pre-norm transformer blocks with biased projections and a tanh-GELU MLP, a final LayerNorm, then
+one Linear into the language model's embedding space (PaliGemma's multi-modal projector).
+"""
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from lamp_ros.policies.config import VisionConfig
+
+
+class VisionBlock(nn.Module):
+    """Pre-norm ViT block: x + attn(ln(x)); x + mlp(ln(x))."""
+
+    def __init__(self, cfg: VisionConfig):
+        super().__init__()
+        self.num_heads = cfg.num_heads
+        self.norm1 = nn.LayerNorm(cfg.width, eps=cfg.eps)
+        self.q_proj = nn.Linear(cfg.width, cfg.width)
+        self.k_proj = nn.Linear(cfg.width, cfg.width)
+        self.v_proj = nn.Linear(cfg.width, cfg.width)
+        self.out_proj = nn.Linear(cfg.width, cfg.width)
+        self.norm2 = nn.LayerNorm(cfg.width, eps=cfg.eps)
+        self.fc1 = nn.Linear(cfg.width, cfg.mlp_dim)
+        self.fc2 = nn.Linear(cfg.mlp_dim, cfg.width)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, n, w = x.shape
+        h = self.norm1(x)
+        # (b, n, w) -> (b, heads, n, head_dim)
+        q = self.q_proj(h).view(b, n, self.num_heads, -1).transpose(1, 2)
+        k = self.k_proj(h).view(b, n, self.num_heads, -1).transpose(1, 2)
+        v = self.v_proj(h).view(b, n, self.num_heads, -1).transpose(1, 2)
+        a = F.scaled_dot_product_attention(q, k, v)
+        x = x + self.out_proj(a.transpose(1, 2).reshape(b, n, w))
+        h = self.norm2(x)
+        return x + self.fc2(F.gelu(self.fc1(h), approximate='tanh'))
+
+
+class VisionEncoder(nn.Module):
+    """Images (N, H, W, 3) in [-1, 1] -> tokens (N, num_patches, out_width)."""
+
+    def __init__(self, cfg: VisionConfig, out_width: int):
+        super().__init__()
+        self.cfg = cfg
+        self.patch_embed = nn.Conv2d(3, cfg.width, cfg.patch_size, stride=cfg.patch_size)
+        self.pos_embed = nn.Parameter(torch.zeros(cfg.num_patches, cfg.width))
+        self.blocks = nn.ModuleList(VisionBlock(cfg) for _ in range(cfg.depth))
+        self.post_norm = nn.LayerNorm(cfg.width, eps=cfg.eps)
+        self.projector = nn.Linear(cfg.width, out_width)
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        images = images.to(self.patch_embed.weight.dtype)
+        x = self.patch_embed(images.permute(0, 3, 1, 2))  # NHWC -> NCHW for the conv
+        x = x.flatten(2).transpose(1, 2) + self.pos_embed  # (N, patches, width)
+        for block in self.blocks:
+            x = block(x)
+        return self.projector(self.post_norm(x))

@@ -1,0 +1,78 @@
+"""Deterministic weights from seeds, and safetensors save/load with strict checks.
+
+Each model stage (vision, prefix, expert) draws its weights from its own seed, so changing the
+seed of one stage changes that stage's weights and nothing else: the artifact diff relies on it.
+The scale keeps activations O(1) through the random network (1/sqrt(fan_in) for matrices), so
+random-weight outputs are informative for parity checks rather than saturated or vanishing.
+"""
+
+import math
+
+from safetensors.torch import load_file, save_file
+import torch
+from torch import nn
+
+STAGES = ('vision', 'prefix', 'expert')
+
+
+def stage_seeds(seed: int, overrides: dict | None = None) -> dict:
+    """Seeds per stage: `seed*10 + index` unless overridden (unknown stage names are errors)."""
+    seeds = {name: seed * 10 + i for i, name in enumerate(STAGES)}
+    for name, value in (overrides or {}).items():
+        if name not in seeds:
+            raise ValueError(f'weights.seeds: unknown stage {name!r}; known: {", ".join(STAGES)}')
+        seeds[name] = int(value)
+    return seeds
+
+
+@torch.no_grad()
+def init_stage(module: nn.Module, seed: int) -> None:
+    """Fill every parameter of one stage from a private generator, in sorted name order."""
+    gen = torch.Generator(device='cpu').manual_seed(seed)
+    for name, param in sorted(module.named_parameters()):
+        if param.ndim >= 2:
+            fan_in = math.prod(param.shape[1:])
+            values = torch.randn(param.shape, generator=gen) / math.sqrt(fan_in)
+        elif name.endswith('weight') and _is_layernorm(module, name):
+            values = 1.0 + 0.02 * torch.randn(param.shape, generator=gen)
+        else:
+            values = 0.02 * torch.randn(param.shape, generator=gen)
+        param.copy_(values.to(param.dtype))
+
+
+def _is_layernorm(root: nn.Module, param_name: str) -> bool:
+    owner = root.get_submodule(param_name.rsplit('.', 1)[0]) if '.' in param_name else root
+    return isinstance(owner, nn.LayerNorm)
+
+
+def init_weights(model: nn.Module, seed: int, overrides: dict | None = None) -> dict:
+    """Initialise `model.vision`, `model.prefix`, `model.expert`; return the seeds used."""
+    seeds = stage_seeds(seed, overrides)
+    for name in STAGES:
+        init_stage(getattr(model, name), seeds[name])
+    return seeds
+
+
+def save_weights(model: nn.Module, path: str, metadata: dict | None = None) -> None:
+    """Write the state dict as safetensors (contiguous copies; no pickles)."""
+    tensors = {k: v.detach().contiguous() for k, v in model.state_dict().items()}
+    save_file(tensors, path, metadata={k: str(v) for k, v in (metadata or {}).items()})
+
+
+def load_weights(model: nn.Module, path: str) -> None:
+    """Load safetensors into `model`; missing, extra or mis-shaped tensors are named."""
+    try:
+        tensors = load_file(path)
+    except Exception as exc:  # safetensors raises several types for corrupt files
+        raise ValueError(f'weights file {path}: cannot read safetensors ({exc})') from exc
+    expected = model.state_dict()
+    missing = sorted(set(expected) - set(tensors))
+    extra = sorted(set(tensors) - set(expected))
+    if missing or extra:
+        raise ValueError(f'weights file {path}: missing tensors {missing[:5]}, '
+                         f'unexpected tensors {extra[:5]}')
+    for name, ref in expected.items():
+        if tuple(tensors[name].shape) != tuple(ref.shape):
+            raise ValueError(f'weights file {path}: tensor {name} has shape '
+                             f'{tuple(tensors[name].shape)}, the model needs {tuple(ref.shape)}')
+    model.load_state_dict({k: v.to(expected[k].dtype) for k, v in tensors.items()})

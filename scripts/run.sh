@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# One entry point for a fresh machine: `bash scripts/run.sh demo` or `bash scripts/run.sh test`.
+# It creates .venv/ at the project root from the project's own pinned files, skipping the install
+# when nothing that decides it changed, then runs the chosen job inside the venv.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+
+job="${1:-demo}"
+shift || true
+
+python="${LAMP_PYTHON:-python3}"
+venv="$root/.venv"
+stamp="$venv/.lamp-install-stamp"
+want="$(cat requirements.txt constraints.txt setup.py setup.cfg package.xml | sha256sum | cut -d' ' -f1)"
+
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+  echo "[setup] installing pinned dependencies into .venv (first run takes a few minutes)"
+  [ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check -r requirements.txt -c constraints.txt
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e .
+  echo "$want" > "$stamp"
+fi
+
+# The venv is the install prefix: ament_index finds the package's share/ there.
+export AMENT_PREFIX_PATH="$venv${AMENT_PREFIX_PATH:+:$AMENT_PREFIX_PATH}"
+export PATH="$venv/bin:$PATH"
+
+case "$job" in
+  demo) exec "$venv/bin/lamp" demo "$@" ;;
+  test) exec "$venv/bin/python" -m pytest -q test "$@" ;;
+  *) echo "usage: bash scripts/run.sh {demo|test} [args...]" >&2; exit 2 ;;
+esac
