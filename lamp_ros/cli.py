@@ -1,6 +1,7 @@
 """`lamp`: the command line. Thin: each subcommand calls one public function."""
 
 import argparse
+import os
 import sys
 
 
@@ -9,15 +10,60 @@ def _demo(args) -> int:
     return run_demo(preset=args.preset, seed=args.seed, runs=args.runs)
 
 
+def _trace(args) -> int:
+    from rich.console import Console
+
+    from lamp_ros.compiler.spec import load_spec
+    from lamp_ros.trace.from_spec import trace_spec
+    console = Console(stderr=True)
+    with console.status('tracing') as status:
+        graph = trace_spec(load_spec(args.spec), export=not args.no_export,
+                           progress=lambda msg: status.update(msg))
+    _write(args.out, graph.to_json())
+    console.print(f'{len(graph.nodes)} stages, {len(graph.edges)} edges -> {args.out}')
+    return 0
+
+
+def _graph(args) -> int:
+    from lamp_ros.graph.graph import Graph
+    from lamp_ros.graph.render import render_svg
+    from lamp_ros.graph.summary import print_summary
+    with open(args.graph, encoding='utf-8') as f:
+        graph = Graph.from_json(f.read())
+    print_summary(graph)
+    picture = args.svg or os.path.splitext(args.graph)[0] + '.svg'
+    _write(picture, render_svg(graph))
+    print(f'picture: {picture}')
+    return 0
+
+
+def _write(path: str, text: str) -> None:
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, 'w', encoding='utf-8') as f:
+        f.write(text)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog='lamp', description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest='command', required=True)
 
-    demo = sub.add_parser('demo', help='build the tiny policy and run it on example inputs')
-    demo.add_argument('--preset', default='pi05_tiny')
-    demo.add_argument('--seed', type=int, default=0)
-    demo.add_argument('--runs', type=int, default=20, help='timed inferences after warm-up')
-    demo.set_defaults(func=_demo)
+    p = sub.add_parser('demo', help='build the tiny policy and run it on example inputs')
+    p.add_argument('--preset', default='pi05_tiny')
+    p.add_argument('--seed', type=int, default=0)
+    p.add_argument('--runs', type=int, default=20, help='timed inferences after warm-up')
+    p.set_defaults(func=_demo)
+
+    p = sub.add_parser('trace', help='trace a model spec into a typed stage graph (JSON)')
+    p.add_argument('spec', help='model spec YAML, e.g. config/specs/pi05_tiny.yaml')
+    p.add_argument('--out', required=True, help='graph JSON to write')
+    p.add_argument('--no-export', action='store_true',
+                   help='skip torch.export of model stages (no op-level subgraphs)')
+    p.set_defaults(func=_trace)
+
+    p = sub.add_parser('graph', help='summarise a graph JSON and draw it as SVG')
+    p.add_argument('graph')
+    p.add_argument('--svg', help='picture path (default: next to the JSON)')
+    p.set_defaults(func=_graph)
     return parser
 
 

@@ -129,7 +129,6 @@ class Pi05Model(nn.Module):
 
     def sample_actions(self, images, image_mask, token_ids, token_mask, noise):
         """images (b, cams, H, W, 3) in [-1, 1] -> normalised actions (b, horizon, action_dim)."""
-        b, cams = images.shape[:2]
-        tokens = self.vision(images.flatten(0, 1)).unflatten(0, (b, cams))
+        tokens = self.vision(images)
         k_cache, v_cache, prefix_mask = self.prefix(tokens, image_mask, token_ids, token_mask)
         return self.expert(k_cache, v_cache, prefix_mask, noise)

@@ -4,24 +4,26 @@
 writes it: normalise the joint state with quantile stats, discretise it into 256 bins and write
 it into the prompt, tokenise with sentencepiece, resize-with-pad each camera image and scale it to
 [-1, 1], encode the images, run the prefix into a KV cache, integrate the flow with the action
-expert, then un-normalise and un-pad the actions. Each of those steps is its own method so the
-tracer can record the pipeline stage by stage.
+expert, then un-normalise and un-pad the actions. Each step is a method marked as a pipeline
+stage (`@stage`, `model_stage`), so the tracer records the pipeline without a rewrite; the
+marks change nothing when the policy runs eagerly.
 """
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import numpy as np
 import torch
 
 from lamp_ros.observation import validate_observation
 from lamp_ros.ops.image import resize_with_pad, to_model_range
-from lamp_ros.ops.normalize import (default_norm_stats_path, NormStats,
-                                    quantile_normalize, quantile_unnormalize)
+from lamp_ros.ops.normalize import (default_norm_stats_path, NormStats, quantile_normalize,
+                                    quantile_unnormalize)
 from lamp_ros.ops.prompt import discretize_state, format_prompt, tokenize_prompt
 from lamp_ros.ops.tokenizer import Tokenizer
 from lamp_ros.policies.config import get_preset, Pi05Config
 from lamp_ros.policies.pi05 import Pi05Model
 from lamp_ros.policies.weights import init_weights, load_weights
+from lamp_ros.trace.stage import model_stage, stage
 
 DTYPES = {'float32': torch.float32, 'bfloat16': torch.bfloat16, 'float16': torch.float16}
 
@@ -32,6 +34,12 @@ class GlueConfig:
 
     interpolation: str = 'linear'
     noise_seed: int = 0
+
+
+def sample_noise(seed: int, counter: int, shape) -> np.ndarray:
+    """Counter-based noise: call n of an episode draws from rng([seed, n]), so a replay of the
+    same episode (or a compiled artifact) reproduces the eager policy's noise exactly."""
+    return np.random.default_rng([seed, counter]).standard_normal(shape).astype(np.float32)
 
 
 class Pi05Policy:
@@ -50,8 +58,8 @@ class Pi05Policy:
         self.tokenizer = tokenizer
         self.norm_stats = norm_stats
         self.glue = glue
-        self.device = next(model.parameters()).device
-        self._rng = np.random.default_rng(glue.noise_seed)
+        self.state = {}
+        self.reset()
 
     @classmethod
     def create(cls, preset: str = 'pi05_tiny', seed: int = 0, weights: str | None = None,
@@ -70,35 +78,72 @@ class Pi05Policy:
         stats = NormStats.load(norm_stats or default_norm_stats_path())
         return cls(config, model, Tokenizer(tokenizer), stats, glue)
 
+    def reset(self) -> None:
+        """Start a new episode: the noise counter restarts."""
+        self.state['noise'] = {'counter': np.zeros((1,), np.int64)}
+
     @property
     def joint_names(self) -> tuple:
         return self.norm_stats.joint_names
 
     # ---- host stages (numpy) -------------------------------------------------------------
 
+    @stage('normalize_state', 'preprocess', outputs=('state',),
+           attrs=lambda self: {'stats': self.norm_stats.state.to_dict()})
     def normalize_state(self, state: np.ndarray) -> np.ndarray:
         """Joint positions -> [-1, 1] by the state quantiles (robot dims, no padding)."""
         return quantile_normalize(state, self.norm_stats.state)
 
+    @stage('discretize_state', 'preprocess', outputs=('bins',), attrs=lambda self: {'bins': 256})
     def discretize_state(self, norm_state: np.ndarray) -> np.ndarray:
         return discretize_state(np.clip(norm_state, -1.0, 1.0))
 
+    @stage('tokenize', 'host', outputs=('token_ids', 'token_mask'),
+           attrs=lambda self: {'format': 'pi05', 'max_len': self.config.max_token_len,
+                               'tokenizer_sha256': self.tokenizer.sha256})
     def tokenize(self, prompt: str, state_bins: np.ndarray):
         """pi0.5 prompt `Task: ..., State: ...;\\nAction: ` -> (ids, mask), each (1, L)."""
         text = format_prompt(prompt, state_bins)
         tokens = tokenize_prompt(self.tokenizer, text, self.config.max_token_len)
         return tokens.ids[None], tokens.mask[None]
 
-    def preprocess_image(self, image: np.ndarray) -> np.ndarray:
+    @stage('preprocess_image', 'preprocess', outputs=('pixels',), key='camera',
+           attrs=lambda self: {'size': self.config.vision.image_size,
+                               'interpolation': self.glue.interpolation})
+    def preprocess_image(self, image: np.ndarray, camera: str) -> np.ndarray:
         """(H, W, 3) uint8 of any size -> (S, S, 3) float32 in [-1, 1], aspect kept."""
         size = self.config.vision.image_size
         return to_model_range(resize_with_pad(image, size, size, self.glue.interpolation))
 
+    @stage('stack_cameras', 'host', outputs=('pixels', 'image_mask'),
+           attrs=lambda self: {'slots': list(self.config.camera_slots),
+                               'size': self.config.vision.image_size})
+    def stack_cameras(self, images: dict):
+        """{slot: (S, S, 3)} for the cameras present -> (1, cams, S, S, 3), mask (1, cams).
+
+        A missing camera gets a black image and mask False: its tokens are excluded from
+        attention, exactly as openpi does, so its content cannot leak into the actions.
+        """
+        size = self.config.vision.image_size
+        blank = np.zeros((size, size, 3), np.float32)
+        pixels = np.stack([images.get(slot, blank) for slot in self.config.camera_slots])
+        mask = np.array([[slot in images for slot in self.config.camera_slots]])
+        return pixels[None], mask
+
+    @stage('sample_noise', 'stateful', outputs=('noise',), state='noise',
+           attrs=lambda self: {'seed': self.glue.noise_seed,
+                               'shape': [1, self.config.action_horizon, self.config.action_dim]})
     def sample_noise(self) -> np.ndarray:
         """Standard normal (1, horizon, action_dim): the flow's starting point at t=1."""
+        counter = self.state['noise']['counter']
         shape = (1, self.config.action_horizon, self.config.action_dim)
-        return self._rng.standard_normal(shape).astype(np.float32)
+        noise = sample_noise(self.glue.noise_seed, int(counter[0]), shape)
+        self.state['noise'] = {'counter': counter + 1}
+        return noise
 
+    @stage('unnormalize_actions', 'postprocess', outputs=('chunk',),
+           attrs=lambda self: {'stats': self.norm_stats.actions.to_dict(),
+                               'joints': len(self.joint_names)})
     def unnormalize_actions(self, actions) -> np.ndarray:
         """(1, horizon, action_dim) normalised -> (horizon, joints) in robot units."""
         actions = _to_numpy(actions)[0, :, :len(self.joint_names)]
@@ -106,31 +151,9 @@ class Pi05Policy:
 
     # ---- model stages (torch) ------------------------------------------------------------
 
-    @torch.inference_mode()
-    def vision(self, images: dict):
-        """{slot: (S, S, 3)} for the cameras present -> tokens (1, cams, P, W), mask (1, cams).
-
-        A missing camera gets a black image and mask False: its tokens are excluded from
-        attention, exactly as openpi does, so its content cannot leak into the actions.
-        """
-        size = self.config.vision.image_size
-        blank = np.zeros((size, size, 3), np.float32)
-        stack = np.stack([images.get(slot, blank) for slot in self.config.camera_slots])
-        mask = np.array([[slot in images for slot in self.config.camera_slots]])
-        pixels = torch.from_numpy(stack).to(self.device)
-        tokens = self.model.vision(pixels)[None]
-        return tokens, torch.from_numpy(mask).to(self.device)
-
-    @torch.inference_mode()
-    def prefix(self, image_tokens, image_mask, token_ids, token_mask):
-        ids = torch.as_tensor(token_ids, device=self.device)
-        mask = torch.as_tensor(token_mask, device=self.device)
-        return self.model.prefix(image_tokens, image_mask, ids, mask)
-
-    @torch.inference_mode()
-    def denoise(self, k_cache, v_cache, prefix_mask, noise):
-        noise = torch.as_tensor(noise, device=self.device)
-        return self.model.expert(k_cache, v_cache, prefix_mask, noise)
+    vision = model_stage('vision', 'model.vision', outputs=('image_tokens',))
+    prefix = model_stage('prefix', 'model.prefix', outputs=('k_cache', 'v_cache', 'prefix_mask'))
+    denoise = model_stage('denoise', 'model.expert', outputs=('actions',))
 
     # ---- the whole path ------------------------------------------------------------------
 
@@ -140,15 +163,20 @@ class Pi05Policy:
         norm_state = self.normalize_state(obs.state)
         state_bins = self.discretize_state(norm_state)
         token_ids, token_mask = self.tokenize(obs.prompt, state_bins)
-        images = {slot: self.preprocess_image(img) for slot, img in obs.images.items()}
-        image_tokens, image_mask = self.vision(images)
+        images = {slot: self.preprocess_image(img, camera=slot)
+                  for slot, img in obs.images.items()}
+        pixels, image_mask = self.stack_cameras(images)
+        image_tokens = self.vision(pixels)
         k_cache, v_cache, prefix_mask = self.prefix(image_tokens, image_mask, token_ids,
                                                     token_mask)
-        if noise is None:
-            noise = self.sample_noise()
-        noise = _check_noise(noise, self.config)
+        noise = self.sample_noise() if noise is None else _check_noise(noise, self.config)
         actions = self.denoise(k_cache, v_cache, prefix_mask, noise)
         return self.unnormalize_actions(actions)
+
+    def describe(self) -> dict:
+        """JSON-ready identity of the policy (preset, glue) for artifacts and logs."""
+        return {'preset': self.config.name, 'glue': asdict(self.glue),
+                'joint_names': list(self.joint_names)}
 
 
 def _to_numpy(x) -> np.ndarray:

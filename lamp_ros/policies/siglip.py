@@ -41,7 +41,7 @@ class VisionBlock(nn.Module):
 
 
 class VisionEncoder(nn.Module):
-    """Images (N, H, W, 3) in [-1, 1] -> tokens (N, num_patches, out_width)."""
+    """Images (..., H, W, 3) in [-1, 1] -> tokens (..., num_patches, out_width)."""
 
     def __init__(self, cfg: VisionConfig, out_width: int):
         super().__init__()
@@ -53,9 +53,10 @@ class VisionEncoder(nn.Module):
         self.projector = nn.Linear(cfg.width, out_width)
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
-        images = images.to(self.patch_embed.weight.dtype)
+        lead = images.shape[:-3]
+        images = images.reshape(-1, *images.shape[-3:]).to(self.patch_embed.weight.dtype)
         x = self.patch_embed(images.permute(0, 3, 1, 2))  # NHWC -> NCHW for the conv
         x = x.flatten(2).transpose(1, 2) + self.pos_embed  # (N, patches, width)
         for block in self.blocks:
             x = block(x)
-        return self.projector(self.post_norm(x))
+        return self.projector(self.post_norm(x)).reshape(*lead, x.shape[1], -1)

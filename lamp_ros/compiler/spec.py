@@ -1,0 +1,143 @@
+"""The model spec (YAML): what to build, from which weights, for which target, and how.
+
+Every key is known; an unknown key or an impossible choice is an error that names the key path
+(`stages.vision.backend: 'tensorrt' is not available for target 'cpu'`). The spec is the one
+input of `lamp trace` and `lamp compile`, and it is copied into the artifact, so the artifact
+says how it was made.
+"""
+
+from dataclasses import dataclass, field
+import os
+
+import yaml
+
+SCHEMA = 'lamp.spec/1'
+TARGETS = ('cpu', 'cuda', 'tensorrt')
+BACKENDS = ('host', 'onnxruntime', 'tensorrt', 'cuda', 'null')
+PRECISIONS = ('fp32', 'bf16', 'fp16')
+BACKENDS_FOR_TARGET = {
+    'cpu': ('host', 'onnxruntime', 'null'),
+    'cuda': ('host', 'onnxruntime', 'cuda', 'null'),
+    'tensorrt': ('host', 'onnxruntime', 'tensorrt', 'cuda', 'null'),
+}
+
+
+class SpecError(ValueError):
+    """A spec key is unknown, missing or holds an impossible value."""
+
+
+def _check_keys(d, allowed, where):
+    if not isinstance(d, dict):
+        raise SpecError(f'{where}: expected a mapping, got {type(d).__name__}')
+    for key in d:
+        if key not in allowed:
+            raise SpecError(f'{where}.{key}: unknown key; known: {", ".join(sorted(allowed))}'
+                            .lstrip('.'))
+
+
+@dataclass(frozen=True)
+class StageChoice:
+    """Backend and precision for one stage (or the default), with fallbacks in order."""
+
+    backend: str
+    precision: str = 'fp32'
+    fallback: tuple = ()
+    reason: str = ''
+
+
+@dataclass(frozen=True)
+class Spec:
+    name: str
+    policy: dict        # entry, preset, glue
+    weights: dict       # seed + stage_seeds, or file
+    control: dict       # rate_hz, chunker, smoother, clamp
+    target: str
+    stages: dict        # stage op -> StageChoice ('default' included)
+    fusion: dict        # fuse_adjacent: bool, split_after: [node ids]
+    parity: dict        # samples, atol, rtol
+    passes: dict = field(default_factory=dict)
+    source: str = ''    # path the spec was read from
+
+    def choice(self, op: str) -> StageChoice:
+        return self.stages.get(op, self.stages['default'])
+
+    def to_dict(self) -> dict:
+        return {'schema': SCHEMA, 'name': self.name, 'policy': self.policy,
+                'weights': self.weights, 'control': self.control, 'target': self.target,
+                'stages': {k: {'backend': c.backend, 'precision': c.precision,
+                               'fallback': list(c.fallback), 'reason': c.reason}
+                           for k, c in self.stages.items()},
+                'fusion': self.fusion, 'parity': self.parity, 'passes': self.passes}
+
+
+def _stage_choice(d, where, target) -> StageChoice:
+    _check_keys(d, {'backend', 'precision', 'fallback', 'reason'}, where)
+    if 'backend' not in d:
+        raise SpecError(f'{where}.backend: missing')
+    choice = StageChoice(d['backend'], d.get('precision', 'fp32'), tuple(d.get('fallback', ())),
+                         d.get('reason', ''))
+    for i, backend in enumerate((choice.backend, *choice.fallback)):
+        key = f'{where}.backend' if i == 0 else f'{where}.fallback[{i - 1}]'
+        if backend not in BACKENDS:
+            raise SpecError(f'{key}: unknown backend {backend!r}; known: {", ".join(BACKENDS)}')
+        if i == 0 and backend not in BACKENDS_FOR_TARGET[target]:
+            raise SpecError(f'{key}: {backend!r} is not available for target {target!r} '
+                            f'(possible: {", ".join(BACKENDS_FOR_TARGET[target])})')
+    if choice.precision not in PRECISIONS:
+        raise SpecError(f'{where}.precision: {choice.precision!r} not in {PRECISIONS}')
+    if choice.precision != 'fp32' and target == 'cpu':
+        raise SpecError(f'{where}.precision: {choice.precision} needs a GPU target, '
+                        f'the target is cpu')
+    return choice
+
+
+def parse_spec(d: dict, source: str = '') -> Spec:
+    """Validate a spec mapping into a Spec; errors name the key path."""
+    _check_keys(d, {'schema', 'name', 'policy', 'weights', 'control', 'target', 'stages',
+                    'fusion', 'parity', 'passes'}, '')
+    if d.get('schema', SCHEMA) != SCHEMA:
+        raise SpecError(f'schema: {d["schema"]!r}, expected {SCHEMA!r}')
+    for key in ('name', 'policy', 'target'):
+        if key not in d:
+            raise SpecError(f'{key}: missing')
+    policy = d['policy']
+    _check_keys(policy, {'entry', 'preset', 'glue'}, 'policy')
+    _check_keys(policy.get('glue', {}), {'interpolation', 'noise_seed'}, 'policy.glue')
+    weights = d.get('weights', {'seed': 0})
+    _check_keys(weights, {'seed', 'stage_seeds', 'file'}, 'weights')
+    if 'file' in weights and ('seed' in weights or 'stage_seeds' in weights):
+        raise SpecError('weights: give either file or seed/stage_seeds, not both')
+    control = d.get('control', {})
+    _check_keys(control, {'rate_hz', 'chunker', 'smoother', 'clamp'}, 'control')
+    if float(control.get('rate_hz', 22.0)) <= 0:
+        raise SpecError('control.rate_hz: must be > 0')
+    target = d['target']
+    if target not in TARGETS:
+        raise SpecError(f'target: {target!r} not in {TARGETS}')
+    stages_in = d.get('stages', {})
+    _check_keys(stages_in, set(stages_in), 'stages')
+    stages = {k: _stage_choice(v, f'stages.{k}', target) for k, v in stages_in.items()}
+    stages.setdefault('default', StageChoice('host', reason='host reference for every stage'))
+    fusion = d.get('fusion', {})
+    _check_keys(fusion, {'fuse_adjacent', 'split_after'}, 'fusion')
+    parity = {'samples': 4, 'atol': 1e-4, 'rtol': 1e-3, **d.get('parity', {})}
+    _check_keys(parity, {'samples', 'atol', 'rtol'}, 'parity')
+    if int(parity['samples']) < 1:
+        raise SpecError('parity.samples: must be >= 1')
+    passes = d.get('passes', {})
+    _check_keys(passes, set(passes), 'passes')
+    return Spec(name=d['name'], policy=policy, weights=weights, control=control, target=target,
+                stages=stages, fusion={'fuse_adjacent': True, 'split_after': [], **fusion},
+                parity=parity, passes=passes, source=source)
+
+
+def load_spec(path: str) -> Spec:
+    """Read and validate a spec YAML file."""
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f'spec: no file {path}')
+    with open(path, encoding='utf-8') as f:
+        try:
+            data = yaml.safe_load(f)
+        except yaml.YAMLError as exc:
+            raise SpecError(f'spec {path}: not valid YAML: {exc}') from exc
+    return parse_spec(data or {}, source=path)

@@ -1,0 +1,97 @@
+"""One control tick around a policy: chunker -> smoother -> safety clamp.
+
+The policy produces chunks of actions; the robot needs one command per tick. `ControlPipeline`
+is the eager reference of that per-tick path, including its state (the current plan, the
+filter memory, the last command), and is what the tracer runs to get the whole-pipeline graph:
+observation and tick time in, one safe command out. Inference happens only on the ticks where
+the chunker asks for a new chunk.
+"""
+
+import numpy as np
+
+from lamp_ros.observation import validate_observation
+from lamp_ros.ops.chunker import ActionChunker
+from lamp_ros.ops.clamp import SafetyClamp
+from lamp_ros.ops.smoother import Smoother
+from lamp_ros.trace.stage import stage
+
+
+class ControlPipeline:
+    """`tick(observation, t) -> command` with episode state; `reset()` starts an episode."""
+
+    def __init__(self, policy, chunker: ActionChunker, smoother: Smoother, clamp: SafetyClamp,
+                 rate_hz: float):
+        joints = len(policy.joint_names)
+        for name, op in (('chunker', chunker), ('smoother', smoother), ('clamp', clamp)):
+            if op.joints != joints:
+                raise ValueError(f'control.{name}: {op.joints} joints, the policy has {joints}')
+        self.policy = policy
+        self.chunker = chunker
+        self.smoother = smoother
+        self.clamper = clamp
+        self.rate_hz = rate_hz
+        self.state = {}
+        self.reset()
+
+    def reset(self) -> None:
+        """New episode: empty plan, fresh filters, no previous command, noise counter at 0."""
+        self.state = {'chunker': self.chunker.init_state(),
+                      'smoother': self.smoother.init_state(),
+                      'clamp': self.clamper.init_state()}
+        self.policy.reset()
+
+    @stage('chunker', 'stateful', outputs=('action',), state='chunker',
+           attrs=lambda self: self.chunker.to_dict())
+    def chunk_action(self, chunk, t_obs: float, t: float) -> np.ndarray:
+        """Merge a new chunk (if any) into the plan, then pick the action for tick time t."""
+        state = self.state['chunker']
+        if chunk is not None:
+            state = self.chunker.merge(state, chunk, t_obs, t)
+        action, _ = self.chunker.action_at(state, t)
+        self.state['chunker'] = state
+        return action
+
+    @stage('smoother', 'stateful', outputs=('action',), state='smoother',
+           attrs=lambda self: self.smoother.to_dict())
+    def smooth(self, action: np.ndarray, t: float) -> np.ndarray:
+        out, self.state['smoother'] = self.smoother.step(self.state['smoother'], action, t)
+        return out
+
+    @stage('clamp', 'stateful', outputs=('command',), state='clamp',
+           attrs=lambda self: self.clamper.to_dict())
+    def clamp(self, action: np.ndarray, reference: np.ndarray) -> np.ndarray:
+        out, _, self.state['clamp'] = self.clamper.step(self.state['clamp'], action, reference)
+        return out
+
+    def needs_chunk(self, t: float) -> bool:
+        return self.chunker.needs_chunk(self.state['chunker'], t)
+
+    def tick(self, observation, t: float) -> np.ndarray:
+        """Synchronous tick: infer if the chunker asks, then command for time t."""
+        policy = self.policy
+        obs = validate_observation(observation, policy.config.camera_slots,
+                                   len(policy.joint_names))
+        chunk = policy.infer(obs) if self.needs_chunk(t) else None
+        action = self.chunk_action(chunk, t, t)
+        return self.clamp(self.smooth(action, t), obs.state)
+
+
+def pipeline_from_spec(spec, device: str = 'cpu') -> ControlPipeline:
+    """Build the eager policy and its control pipeline from a validated Spec."""
+    from lamp_ros.policies.policy import GlueConfig, Pi05Policy
+
+    glue = GlueConfig(**spec.policy.get('glue', {}))
+    weights = spec.weights
+    policy = Pi05Policy.create(spec.policy['preset'], seed=int(weights.get('seed', 0)),
+                               weights=weights.get('file'),
+                               stage_seeds=weights.get('stage_seeds') or None, glue=glue,
+                               device=device)
+    joints = len(policy.joint_names)
+    control = spec.control
+    rate_hz = float(control.get('rate_hz', 22.0))
+    chunker = ActionChunker.from_dict({
+        'horizon': policy.config.action_horizon, 'joints': joints, 'dt': 1.0 / rate_hz,
+        **control.get('chunker', {})})
+    smoother = Smoother.from_dict({'joints': joints, **control.get('smoother', {})})
+    clamp = SafetyClamp.from_dict(control['clamp'])
+    return ControlPipeline(policy, chunker, smoother, clamp, rate_hz)

@@ -1,0 +1,56 @@
+"""Trace a model spec: build its eager pipeline, run one tick on an example, return the Graph."""
+
+import importlib
+
+from lamp_ros.graph.types import TensorType
+from lamp_ros.observation import validate_observation
+from lamp_ros.trace.tracer import trace
+
+
+def build_pipeline(spec, device: str = 'cpu'):
+    """Call the spec's `policy.entry` ('module:function') with the spec."""
+    entry = spec.policy.get('entry', '')
+    module_name, _, func_name = entry.partition(':')
+    try:
+        factory = getattr(importlib.import_module(module_name), func_name)
+    except (ImportError, AttributeError, ValueError) as exc:
+        raise ValueError(f'policy.entry: cannot load {entry!r} ({exc})') from exc
+    return factory(spec, device=device)
+
+
+def image_input_types(slots) -> dict:
+    """Raw camera images vary in size between robots and calls: symbolic H and W."""
+    return {f'images.{s}': TensorType('uint8', (f'{s}_h', f'{s}_w', 3), layout='hwc',
+                                      role='input') for s in slots}
+
+
+def trace_pipeline(pipeline, observation, t: float = 0.0, export: bool = True, name: str = '',
+                   progress=None):
+    """One synchronous tick of `pipeline` at time t, traced into a Graph (state reset after)."""
+    policy = pipeline.policy
+    obs = validate_observation(observation, policy.config.camera_slots, len(policy.joint_names))
+    pipeline.reset()
+    inputs = {'images': dict(obs.images), 'state': obs.state, 'prompt': obs.prompt,
+              't': float(t)}
+
+    def run(images, state, prompt, t):
+        return pipeline.tick({'images': images, 'state': state, 'prompt': prompt}, t)
+
+    types = image_input_types(obs.images)
+    types['t'] = TensorType('float64', (), role='input')
+    try:
+        return trace(run, inputs, objects=[pipeline, policy], input_types=types, export=export,
+                     name=name, progress=progress)
+    finally:
+        pipeline.reset()
+
+
+def trace_spec(spec, export: bool = True, progress=None, example_seed: int = 0):
+    """The stage graph of a spec, traced on the bundled example observation."""
+    from lamp_ros.policies.example import example_observation
+
+    pipeline = build_pipeline(spec)
+    if progress:
+        progress(f'tracing {spec.name}')
+    obs = example_observation(pipeline.policy.norm_stats, seed=example_seed)
+    return trace_pipeline(pipeline, obs, export=export, name=spec.name, progress=progress)

@@ -1,0 +1,54 @@
+"""Model spec validation: unknown keys and impossible choices name the key."""
+
+import pytest
+import yaml
+
+from lamp_ros.compiler.spec import load_spec, parse_spec, SpecError
+
+SPEC = 'config/specs/pi05_tiny.yaml'
+
+
+def _raw():
+    with open(SPEC) as f:
+        return yaml.safe_load(f)
+
+
+def test_committed_spec_loads():
+    spec = load_spec(SPEC)
+    assert spec.target == 'cpu'
+    assert spec.choice('vision').backend == 'onnxruntime'
+    assert spec.choice('tokenize').backend == 'host'
+    assert spec.parity['atol'] == 1e-4
+
+
+@pytest.mark.parametrize('edit,key', [
+    (lambda d: d.update(colour='red'), 'colour: unknown key'),
+    (lambda d: d['policy'].update(presett='x'), 'policy.presett: unknown key'),
+    (lambda d: d['control'].update(rate=3), 'control.rate: unknown key'),
+    (lambda d: d['stages']['vision'].update(backend='tensorrt'),
+     "stages.vision.backend: 'tensorrt' is not available for target 'cpu'"),
+    (lambda d: d['stages']['vision'].update(backend='tvm'),
+     "stages.vision.backend: unknown backend 'tvm'"),
+    (lambda d: d['stages']['prefix'].update(precision='bf16'),
+     'stages.prefix.precision: bf16 needs a GPU target'),
+    (lambda d: d['stages']['prefix'].update(precision='int3'), 'stages.prefix.precision'),
+    (lambda d: d.update(target='fpga'), "target: 'fpga'"),
+    (lambda d: d['weights'].update(file='w.safetensors'), 'weights: give either file or seed'),
+    (lambda d: d['parity'].update(samples=0), 'parity.samples'),
+    (lambda d: d.pop('policy'), 'policy: missing'),
+])
+def test_bad_spec_names_the_key(edit, key):
+    d = _raw()
+    edit(d)
+    with pytest.raises(SpecError) as err:
+        parse_spec(d)
+    assert key in str(err.value)
+
+
+def test_missing_file_and_bad_yaml(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        load_spec(str(tmp_path / 'nope.yaml'))
+    bad = tmp_path / 'bad.yaml'
+    bad.write_text('name: [unclosed')
+    with pytest.raises(SpecError, match='not valid YAML'):
+        load_spec(str(bad))
