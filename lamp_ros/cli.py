@@ -24,6 +24,35 @@ def _trace(args) -> int:
     return 0
 
 
+def _compile(args) -> int:
+    import time
+
+    from rich.console import Console
+
+    from lamp_ros.compiler.build import compile_spec
+    console = Console(stderr=True)
+    start = time.perf_counter()
+    with console.status('compiling') as status:
+        def progress(message):
+            console.print(f'[dim]{time.perf_counter() - start:7.1f}s[/] {message}')
+            status.update(message)
+        result = compile_spec(args.spec, args.out, progress=progress)
+    worst = result.parity['worst']
+    for name, w in worst.items():
+        mark = '[green]ok[/]' if w['passed'] else '[red]FAIL[/]'
+        console.print(f'  parity {name:32s} max abs {w["max_abs"]:.3g}  max rel '
+                      f'{w["max_rel"]:.3g}  {mark}')
+    console.print(f'artifact {result.artifact_id[:16]} -> {result.root} '
+                  f'({time.perf_counter() - start:.1f} s)')
+    if not result.parity_passed:
+        failed = [n for n, w in worst.items() if not w['passed']]
+        console.print(f'[red]parity failed[/] against the eager reference at {failed} '
+                      f'(tolerance {result.parity["tolerance"]}); see '
+                      f'{args.out}/evidence/parity.json')
+        return 3
+    return 0
+
+
 def _graph(args) -> int:
     from lamp_ros.graph.graph import Graph
     from lamp_ros.graph.render import render_svg
@@ -59,6 +88,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('--no-export', action='store_true',
                    help='skip torch.export of model stages (no op-level subgraphs)')
     p.set_defaults(func=_trace)
+
+    p = sub.add_parser('compile', help='compile a model spec into a versioned artifact')
+    p.add_argument('spec', help='model spec YAML, e.g. config/specs/pi05_tiny.yaml')
+    p.add_argument('--out', required=True, help='artifact directory to write')
+    p.set_defaults(func=_compile)
 
     p = sub.add_parser('graph', help='summarise a graph JSON and draw it as SVG')
     p.add_argument('graph')

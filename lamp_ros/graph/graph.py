@@ -22,7 +22,7 @@ SCHEMA = 'lamp.graph/1'
 KINDS = ('host', 'preprocess', 'model', 'postprocess', 'stateful')
 INPUT, OUTPUT = '@input', '@output'
 # The only keys `Node.meta` may hold (saved in JSON); anything else is refused by lint().
-META_KEYS = ('call_site', 'op_counts', 'export_seconds', 'passes')
+META_KEYS = ('call_site', 'op_counts', 'passes')
 
 
 def canonical_json(obj) -> str:
@@ -61,6 +61,7 @@ class Node:
     inputs: tuple = ()
     outputs: tuple = ()
     state: tuple = ()
+    ports: tuple = ()  # parameter path of each input (`images.base`, `chunk`), for binding
     attrs: dict = field(default_factory=dict)
     weights: dict = field(default_factory=dict)  # tensor name -> {shape, dtype, sha256}
     source: str = ''
@@ -69,7 +70,7 @@ class Node:
 
     def content_hash(self, values: dict) -> str:
         body = {
-            'op': self.op, 'kind': self.kind, 'attrs': self.attrs,
+            'op': self.op, 'kind': self.kind, 'attrs': self.attrs, 'ports': list(self.ports),
             'inputs': [values[v].to_dict() for v in self.inputs],
             'outputs': [values[v].to_dict() for v in self.outputs],
             'state': [values[v].to_dict() for v in self.state],
@@ -80,8 +81,9 @@ class Node:
     def to_dict(self, values: dict) -> dict:
         return {
             'id': self.id, 'op': self.op, 'kind': self.kind, 'hash': self.content_hash(values),
-            'inputs': list(self.inputs), 'outputs': list(self.outputs),
-            'state': list(self.state), 'attrs': self.attrs, 'weights': self.weights,
+            'inputs': list(self.inputs), 'ports': list(self.ports),
+            'outputs': list(self.outputs), 'state': list(self.state), 'attrs': self.attrs,
+            'weights': self.weights,
             'source': self.source, 'meta': self.meta,
             'subgraph': self.subgraph.to_dict() if self.subgraph else None,
         }
@@ -89,8 +91,9 @@ class Node:
     @classmethod
     def from_dict(cls, d: dict) -> 'Node':
         return cls(id=d['id'], op=d['op'], kind=d['kind'], inputs=tuple(d['inputs']),
-                   outputs=tuple(d['outputs']), state=tuple(d['state']), attrs=d['attrs'],
-                   weights=d['weights'], source=d['source'], meta=d['meta'],
+                   ports=tuple(d['ports']), outputs=tuple(d['outputs']),
+                   state=tuple(d['state']), attrs=d['attrs'], weights=d['weights'],
+                   source=d['source'], meta=d['meta'],
                    subgraph=OpGraph.from_dict(d['subgraph']) if d['subgraph'] else None)
 
 

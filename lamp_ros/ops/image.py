@@ -55,3 +55,23 @@ def to_model_range(image: np.ndarray) -> np.ndarray:
     if not isinstance(image, np.ndarray) or image.dtype != np.uint8:
         raise ValueError(f'image must be a uint8 numpy array, got {getattr(image, "dtype", None)}')
     return image.astype(np.float32) * (2.0 / 255.0) - 1.0
+
+
+def preprocess_image(image: np.ndarray, size: int, interpolation: str = 'linear') -> np.ndarray:
+    """(H, W, 3) uint8 of any size -> (size, size, 3) float32 in [-1, 1], aspect kept."""
+    return to_model_range(resize_with_pad(image, size, size, interpolation))
+
+
+def stack_cameras(images: dict, slots, size: int):
+    """{slot: (S, S, 3)} for the cameras present -> (1, cams, S, S, 3) float32, mask (1, cams).
+
+    A missing camera gets a black image and mask False: the model excludes its tokens from
+    attention (as openpi does), so its content cannot leak into the actions.
+    """
+    unknown = sorted(set(images) - set(slots))
+    if unknown:
+        raise ValueError(f'images: unknown camera slots {unknown}; known: {list(slots)}')
+    blank = np.zeros((size, size, 3), np.float32)
+    pixels = np.stack([images[s] if images.get(s) is not None else blank for s in slots])
+    mask = np.array([[images.get(s) is not None for s in slots]])
+    return pixels[None], mask

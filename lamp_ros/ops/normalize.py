@@ -172,3 +172,12 @@ def pad_to_dim(x: np.ndarray, dim: int) -> np.ndarray:
         return x.copy()
     pad = [(0, 0)] * (x.ndim - 1) + [(0, dim - x.shape[-1])]
     return np.pad(x, pad)
+
+
+def unnormalize_actions(actions, stats: QuantileStats, joints: int) -> np.ndarray:
+    """(1, horizon, action_dim) normalised model output -> (horizon, joints) in robot units:
+    drop the zero-padded dimensions, then undo the quantile normalisation."""
+    actions = np.asarray(actions, dtype=np.float32)
+    if actions.ndim != 3 or actions.shape[0] != 1 or actions.shape[2] < joints:
+        raise ValueError(f'actions: expected (1, horizon, >= {joints}), got {actions.shape}')
+    return quantile_unnormalize(actions[0, :, :joints], stats)

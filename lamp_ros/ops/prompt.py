@@ -57,3 +57,9 @@ def tokenize_prompt(tokenizer, text: str, max_len: int) -> TokenizedPrompt:
     mask = np.zeros((max_len,), dtype=bool)
     mask[:len(tokens)] = True
     return TokenizedPrompt(ids=ids, mask=mask, text=text)
+
+
+def tokenize_pi05(tokenizer, task: str, state_bins, max_len: int):
+    """pi0.5 prompt `Task: ..., State: ...;\\nAction: ` -> (ids, mask), each (1, max_len)."""
+    tokens = tokenize_prompt(tokenizer, format_prompt(task, state_bins), max_len)
+    return tokens.ids[None], tokens.mask[None]

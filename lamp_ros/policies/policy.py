@@ -15,10 +15,11 @@ import numpy as np
 import torch
 
 from lamp_ros.observation import validate_observation
-from lamp_ros.ops.image import resize_with_pad, to_model_range
+from lamp_ros.ops.image import preprocess_image, stack_cameras
+from lamp_ros.ops.noise import sample_noise
 from lamp_ros.ops.normalize import (default_norm_stats_path, NormStats, quantile_normalize,
-                                    quantile_unnormalize)
-from lamp_ros.ops.prompt import discretize_state, format_prompt, tokenize_prompt
+                                    unnormalize_actions)
+from lamp_ros.ops.prompt import discretize_state, tokenize_pi05
 from lamp_ros.ops.tokenizer import Tokenizer
 from lamp_ros.policies.config import get_preset, Pi05Config
 from lamp_ros.policies.pi05 import Pi05Model
@@ -34,12 +35,6 @@ class GlueConfig:
 
     interpolation: str = 'linear'
     noise_seed: int = 0
-
-
-def sample_noise(seed: int, counter: int, shape) -> np.ndarray:
-    """Counter-based noise: call n of an episode draws from rng([seed, n]), so a replay of the
-    same episode (or a compiled artifact) reproduces the eager policy's noise exactly."""
-    return np.random.default_rng([seed, counter]).standard_normal(shape).astype(np.float32)
 
 
 class Pi05Policy:
@@ -96,39 +91,28 @@ class Pi05Policy:
 
     @stage('discretize_state', 'preprocess', outputs=('bins',), attrs=lambda self: {'bins': 256})
     def discretize_state(self, norm_state: np.ndarray) -> np.ndarray:
-        return discretize_state(np.clip(norm_state, -1.0, 1.0))
+        return discretize_state(np.clip(norm_state, -1.0, 1.0), 256)
 
     @stage('tokenize', 'host', outputs=('token_ids', 'token_mask'),
            attrs=lambda self: {'format': 'pi05', 'max_len': self.config.max_token_len,
                                'tokenizer_sha256': self.tokenizer.sha256})
     def tokenize(self, prompt: str, state_bins: np.ndarray):
         """pi0.5 prompt `Task: ..., State: ...;\\nAction: ` -> (ids, mask), each (1, L)."""
-        text = format_prompt(prompt, state_bins)
-        tokens = tokenize_prompt(self.tokenizer, text, self.config.max_token_len)
-        return tokens.ids[None], tokens.mask[None]
+        return tokenize_pi05(self.tokenizer, prompt, state_bins, self.config.max_token_len)
 
     @stage('preprocess_image', 'preprocess', outputs=('pixels',), key='camera',
            attrs=lambda self: {'size': self.config.vision.image_size,
                                'interpolation': self.glue.interpolation})
     def preprocess_image(self, image: np.ndarray, camera: str) -> np.ndarray:
         """(H, W, 3) uint8 of any size -> (S, S, 3) float32 in [-1, 1], aspect kept."""
-        size = self.config.vision.image_size
-        return to_model_range(resize_with_pad(image, size, size, self.glue.interpolation))
+        return preprocess_image(image, self.config.vision.image_size, self.glue.interpolation)
 
     @stage('stack_cameras', 'host', outputs=('pixels', 'image_mask'),
            attrs=lambda self: {'slots': list(self.config.camera_slots),
                                'size': self.config.vision.image_size})
     def stack_cameras(self, images: dict):
-        """{slot: (S, S, 3)} for the cameras present -> (1, cams, S, S, 3), mask (1, cams).
-
-        A missing camera gets a black image and mask False: its tokens are excluded from
-        attention, exactly as openpi does, so its content cannot leak into the actions.
-        """
-        size = self.config.vision.image_size
-        blank = np.zeros((size, size, 3), np.float32)
-        pixels = np.stack([images.get(slot, blank) for slot in self.config.camera_slots])
-        mask = np.array([[slot in images for slot in self.config.camera_slots]])
-        return pixels[None], mask
+        """{slot: (S, S, 3)} for the cameras present -> (1, cams, S, S, 3), mask (1, cams)."""
+        return stack_cameras(images, self.config.camera_slots, self.config.vision.image_size)
 
     @stage('sample_noise', 'stateful', outputs=('noise',), state='noise',
            attrs=lambda self: {'seed': self.glue.noise_seed,
@@ -146,8 +130,8 @@ class Pi05Policy:
                                'joints': len(self.joint_names)})
     def unnormalize_actions(self, actions) -> np.ndarray:
         """(1, horizon, action_dim) normalised -> (horizon, joints) in robot units."""
-        actions = _to_numpy(actions)[0, :, :len(self.joint_names)]
-        return quantile_unnormalize(actions, self.norm_stats.actions)
+        return unnormalize_actions(_to_numpy(actions), self.norm_stats.actions,
+                                   len(self.joint_names))
 
     # ---- model stages (torch) ------------------------------------------------------------
 

@@ -25,7 +25,7 @@ def image_input_types(slots) -> dict:
 
 
 def trace_pipeline(pipeline, observation, t: float = 0.0, export: bool = True, name: str = '',
-                   progress=None):
+                   progress=None, values_out: dict | None = None):
     """One synchronous tick of `pipeline` at time t, traced into a Graph (state reset after)."""
     policy = pipeline.policy
     obs = validate_observation(observation, policy.config.camera_slots, len(policy.joint_names))
@@ -40,7 +40,7 @@ def trace_pipeline(pipeline, observation, t: float = 0.0, export: bool = True, n
     types['t'] = TensorType('float64', (), role='input')
     try:
         return trace(run, inputs, objects=[pipeline, policy], input_types=types, export=export,
-                     name=name, progress=progress)
+                     name=name, progress=progress, values_out=values_out)
     finally:
         pipeline.reset()
 

@@ -45,10 +45,12 @@ class _Recorder:
         self.nodes, self.values, self.calls = [], {}, []
         self.producer = {}   # id(value) -> value name
         self.keep = []       # keep traced objects alive so ids stay unique
+        self.index = {}      # value name -> position in keep
 
     def register(self, name: str, value, vtype: TensorType):
         self.values[name] = vtype
         self.producer[id(value)] = name
+        self.index[name] = len(self.keep)
         self.keep.append(value)
 
     def name_of(self, value):
@@ -67,12 +69,13 @@ def _wrap(rec: _Recorder, obj, fn, spec):
         if any(n.id == node_id for n in rec.nodes):
             raise TraceError(f'stage {spec.op} ({call_site}): called twice in one trace as '
                              f'{node_id!r}; give the stage key=<argument> that tells calls apart')
-        inputs, consts = [], {}
+        inputs, ports, consts = [], [], {}
         for pname, value in bound.arguments.items():
             for path, leaf in flatten(pname, value):
                 known = rec.name_of(leaf)
                 if known:
                     inputs.append(known)
+                    ports.append(path)
                 elif is_tensor(leaf):
                     raise TraceError(
                         f'stage {spec.op} ({call_site}): argument {path!r} ({type_of(leaf)}) '
@@ -107,8 +110,9 @@ def _wrap(rec: _Recorder, obj, fn, spec):
         if spec.key:
             attrs[spec.key] = bound.arguments[spec.key]
         rec.nodes.append(Node(id=node_id, op=spec.op, kind=spec.kind, inputs=tuple(inputs),
-                              outputs=tuple(out_names), state=tuple(state_names), attrs=attrs,
-                              source=_where(fn), meta={'call_site': call_site}))
+                              ports=tuple(ports), outputs=tuple(out_names),
+                              state=tuple(state_names), attrs=attrs, source=_where(fn),
+                              meta={'call_site': call_site}))
         if spec.module:
             rec.calls.append((node_id, obj, spec, list(bound.args)))
         return result
@@ -126,12 +130,14 @@ def _marked_methods(obj):
 
 
 def trace(run, inputs: dict, objects, input_types: dict | None = None, export: bool = True,
-          name: str = '', progress=None) -> Graph:
+          name: str = '', progress=None, values_out: dict | None = None) -> Graph:
     """Trace `run(**inputs)` over the stages of `objects` into a linted Graph.
 
     inputs: graph input name -> value (dicts are flattened: images -> images.base, ...).
     input_types: optional declared types for inputs (e.g. symbolic image sizes).
     export: give model stages an op-level subgraph with torch.export.
+    values_out: if given, filled with value name -> the value seen in this run (parity
+    references at every edge).
     """
     rec = _Recorder()
     graph_inputs = []
@@ -158,6 +164,8 @@ def trace(run, inputs: dict, objects, input_types: dict | None = None, export: b
             raise TraceError(f'trace: result {path!r} was not produced by a stage; return a '
                              'stage output unchanged')
         outputs.append(known)
+    if values_out is not None:
+        values_out.update({name: rec.keep[i] for name, i in rec.index.items()})
     nodes = _finish_model_stages(rec, export, progress)
     values = dict(rec.values)
     for v in outputs:
@@ -192,12 +200,12 @@ def _finish_model_stages(rec: _Recorder, export: bool, progress) -> list:
         if progress:
             progress(f'torch.export {node_id}')
         try:
-            _, sub, seconds = export_module(module, tensors)
+            _, sub, _ = export_module(module, tensors)
         except Exception as exc:
             raise TraceError(f'stage {node_id} ({nodes[node_id].source}): torch.export failed: '
                              f'{type(exc).__name__}: {str(exc)[:500]}; make the module\'s '
                              'forward export-friendly (no data-dependent Python control flow)'
                              ) from exc
-        meta = {**node.meta, 'op_counts': sub.op_counts, 'export_seconds': round(seconds, 3)}
+        meta = {**node.meta, 'op_counts': sub.op_counts}
         nodes[node_id] = replace(node, subgraph=sub, meta=meta)
     return [nodes[n.id] for n in rec.nodes]

@@ -1,0 +1,1 @@
+"""The versioned artifact: a directory of plain files described by manifest.json."""

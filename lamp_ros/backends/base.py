@@ -1,0 +1,69 @@
+"""What every backend receives and returns; plain data so the plan can carry it."""
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class GroupSpec:
+    """One group of the build plan (plan.json `groups[i]`)."""
+
+    name: str
+    backend: str
+    precision: str
+    device: str
+    nodes: tuple
+    inputs: tuple        # value names the group reads from outside
+    outputs: tuple       # value names the group hands to other groups or the graph output
+    reason: str = ''
+    build: dict = field(default_factory=dict)  # backend metadata written by compile()
+
+    def to_dict(self) -> dict:
+        return {'name': self.name, 'backend': self.backend, 'precision': self.precision,
+                'device': self.device, 'nodes': list(self.nodes), 'inputs': list(self.inputs),
+                'outputs': list(self.outputs), 'reason': self.reason, 'build': self.build}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> 'GroupSpec':
+        return cls(name=d['name'], backend=d['backend'], precision=d['precision'],
+                   device=d['device'], nodes=tuple(d['nodes']), inputs=tuple(d['inputs']),
+                   outputs=tuple(d['outputs']), reason=d.get('reason', ''),
+                   build=d.get('build', {}))
+
+
+@dataclass
+class CompileContext:
+    """Everything a backend's compile side may use (compile side only: holds torch objects)."""
+
+    graph: object          # lamp_ros.graph.Graph
+    group: GroupSpec
+    root: str              # artifact directory being written
+    modules: dict          # node id -> nn.Module of model stages
+    example: dict          # value name -> example value captured from the eager run
+    progress: object = None
+
+    def say(self, message: str) -> None:
+        if self.progress:
+            self.progress(message)
+
+
+@dataclass(frozen=True)
+class GroupBuild:
+    """What compile() produced: files relative to the artifact root, and JSON metadata."""
+
+    files: tuple
+    metadata: dict
+
+
+class BackendUnavailable(RuntimeError):
+    """The backend's libraries or device are missing on this machine."""
+
+
+@dataclass
+class LoadContext:
+    """What a backend's run side gets when the runtime loads a group (no torch objects)."""
+
+    root: str              # artifact directory
+    graph: object          # lamp_ros.graph.Graph
+    device: str
+    resources: dict        # resource name -> file path (tokenizer.model, ...)
+    state: object          # runtime StateStore

@@ -1,0 +1,132 @@
+"""CUDA backend (the H200 path): a torch.export program replayed as one CUDA graph.
+
+Compile side: the group's model stages, cast to the group precision and moved to the GPU, are
+captured with torch.export and saved as a PT2 archive (graph JSON + raw weight bytes; the example
+inputs are dropped so the archive holds no pickled objects). It must be built on a CUDA
+machine: export records the device.
+Run side (needs torch with CUDA on the robot; CPU artifacts never load this module): load the
+program, bind the weights from weights/<node>.safetensors (the checksummed canonical copy),
+allocate static input buffers once, warm up, capture one CUDA graph of the whole group, and on
+each run copy the inputs into the static buffers, replay, and copy the outputs back.
+AOTInductor packages would be the natural format but crash at load on the H200 image
+(FIELD-NOTES), hence the exported program + CUDA graph.
+"""
+
+import os
+
+import numpy as np
+
+from lamp_ros.backends.base import BackendUnavailable, GroupBuild
+from lamp_ros.backends.group_module import group_module
+
+NAME = 'cuda'
+TORCH_DTYPES = {'fp32': 'float32', 'bf16': 'bfloat16', 'fp16': 'float16'}
+
+
+def supports(node) -> tuple:
+    if node.kind != 'model':
+        return False, 'the CUDA backend runs model stages; host ops run on host'
+    return True, 'model stage exported with torch.export, replayed as one CUDA graph'
+
+
+def device_for(target: str) -> str:
+    return 'cuda:0'
+
+
+def _torch_cuda():
+    try:
+        import torch
+    except ImportError as exc:
+        raise BackendUnavailable(f'the cuda backend needs torch ({exc})') from exc
+    if not torch.cuda.is_available():
+        raise BackendUnavailable('torch reports no CUDA device')
+    return torch
+
+
+def _cast_inputs(torch, tensors, dtype):
+    return [t.to(dtype) if t.is_floating_point() else t for t in tensors]
+
+
+def compile(ctx) -> GroupBuild:
+    import copy
+    torch = _torch_cuda()
+    dtype = getattr(torch, TORCH_DTYPES[ctx.group.precision])
+    modules = {n: copy.deepcopy(m).to('cuda', dtype) for n, m in ctx.modules.items()
+               if n in ctx.group.nodes}
+    module = group_module(ctx.graph, ctx.group, modules)
+    args = [torch.as_tensor(np.asarray(_host(ctx.example[v]))).to('cuda')
+            for v in ctx.group.inputs]
+    args = _cast_inputs(torch, args, dtype)
+    ctx.say(f'{ctx.group.name}: torch.export on cuda ({ctx.group.precision})')
+    with torch.no_grad():
+        program = torch.export.export(module, tuple(args), strict=False)
+    program._example_inputs = None  # keep the archive free of pickled objects
+    rel = f'groups/{ctx.group.name}/program.pt2'
+    os.makedirs(os.path.join(ctx.root, os.path.dirname(rel)), exist_ok=True)
+    torch.export.save(program, os.path.join(ctx.root, rel))
+    io = {v: {'dtype': str(a.dtype).removeprefix('torch.'), 'shape': list(a.shape)}
+          for v, a in zip(ctx.group.inputs, args)}
+    return GroupBuild(files=(rel,), metadata={'program': rel, 'inputs': io,
+                                              'torch': torch.__version__})
+
+
+def _host(value):
+    if type(value).__module__.startswith('torch'):
+        return value.detach().float().cpu().numpy() if value.is_floating_point() \
+            else value.detach().cpu().numpy()
+    return value
+
+
+class CudaGraphRunner:
+    """Static buffers + one captured CUDA graph for the whole group."""
+
+    def __init__(self, group, root: str, device: str):
+        torch = _torch_cuda()
+        self.torch = torch
+        torch.backends.cudnn.allow_tf32 = False  # fp32 groups keep fp32 parity
+        torch.backends.cuda.matmul.allow_tf32 = False
+        meta = group.build
+        program = torch.export.load(os.path.join(root, meta['program']))
+        self.module = program.module()
+        self._bind_weights(group, root, device)
+        self.inputs, self.outputs = tuple(group.inputs), tuple(group.outputs)
+        specs = [meta['inputs'][name] for name in self.inputs]  # JSON key order is not ours
+        self.static_in = [torch.zeros(s['shape'], dtype=getattr(torch, s['dtype']),
+                                      device=device) for s in specs]
+        self.stream = torch.cuda.Stream(device)
+        with torch.no_grad(), torch.cuda.stream(self.stream):
+            for _ in range(2):  # warm-up outside capture (allocations, autotuning)
+                self.module(*self.static_in)
+        torch.cuda.synchronize(device)
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.no_grad(), torch.cuda.graph(self.graph, stream=self.stream):
+            out = self.module(*self.static_in)
+        self.static_out = out if isinstance(out, (tuple, list)) else (out,)
+
+    def _bind_weights(self, group, root, device):
+        from safetensors.torch import load_file
+        torch = self.torch
+        state = self.module.state_dict()
+        for node_id in group.nodes:
+            tensors = load_file(os.path.join(root, 'weights', f'{node_id}.safetensors'))
+            for name, tensor in tensors.items():
+                key = f'stages.{node_id}.{name}'
+                if key in state:
+                    with torch.no_grad():
+                        state[key].copy_(tensor.to(device, state[key].dtype))
+
+    def run(self, feeds: dict, state=None) -> dict:
+        torch = self.torch
+        for buf, name in zip(self.static_in, self.inputs):
+            value = torch.as_tensor(np.ascontiguousarray(feeds[name]))
+            if tuple(value.shape) != tuple(buf.shape):
+                raise ValueError(f'{name}: shape {tuple(value.shape)}, the captured graph '
+                                 f'needs {tuple(buf.shape)}')
+            buf.copy_(value.to(buf.dtype), non_blocking=False)
+        self.graph.replay()
+        torch.cuda.current_stream().synchronize()
+        return {name: _host(out) for name, out in zip(self.outputs, self.static_out)}
+
+
+def load(group, ctx):
+    return CudaGraphRunner(group, ctx.root, ctx.device)

@@ -1,0 +1,175 @@
+"""`compile_spec`: spec -> artifact directory, one stage after another.
+
+The stages, in order: load the spec, build the eager pipeline, trace it (with op-level
+subgraphs), apply graph passes, assign backends and partition, write weights and resources,
+compile each group with its backend, plan memory, write graph/plan/memory, check parity of the
+loaded artifact against the eager reference, write the evidence and the manifest. The artifact
+is built in a temporary directory and moved into place at the end.
+"""
+
+from dataclasses import dataclass
+import json
+import operator
+import os
+import platform
+import shutil
+import tempfile
+import time
+
+from lamp_ros.artifact.abi import abi_from_graph
+from lamp_ros.artifact.manifest import write_manifest
+from lamp_ros.artifact.plan import BuildPlan
+from lamp_ros.backends import get_backend
+from lamp_ros.backends.base import CompileContext
+from lamp_ros.compiler.memory import memory_plan
+from lamp_ros.compiler.parity import run_parity
+from lamp_ros.compiler.partition import assign, partition, phases
+from lamp_ros.compiler.plan import coverage
+from lamp_ros.compiler.spec import load_spec
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    root: str
+    artifact_id: str
+    parity_passed: bool
+    parity: dict
+    stage_seconds: dict
+
+
+def tool_versions() -> dict:
+    import numpy
+    import onnx
+    import onnxruntime
+    import torch
+
+    import lamp_ros
+    try:
+        import tensorrt
+        trt = tensorrt.__version__
+    except ImportError:
+        trt = None
+    return {'python': platform.python_version(), 'torch': torch.__version__,
+            'onnx': onnx.__version__, 'onnxruntime': onnxruntime.__version__,
+            'tensorrt': trt, 'numpy': numpy.__version__, 'lamp_ros': lamp_ros.__version__}
+
+
+def _dump(root: str, rel: str, data) -> None:
+    path = os.path.join(root, rel)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, 'w', encoding='utf-8') as f:
+        json.dump(data, f, indent=1, sort_keys=True, allow_nan=False)
+
+
+def _save_tensors(root: str, rel: str, tensors: dict) -> None:
+    from safetensors.numpy import save_file
+    import numpy as np
+    path = os.path.join(root, rel)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    save_file({k: np.ascontiguousarray(v) for k, v in sorted(tensors.items())}, path)
+
+
+def write_weights(root: str, graph, pipeline) -> dict:
+    """weights/<node>.safetensors for every model stage; node id -> module (compile side)."""
+    from safetensors.torch import save_file
+    modules = {}
+    for node in graph.nodes:
+        if node.kind != 'model':
+            continue
+        module = operator.attrgetter(node.attrs['module'])(pipeline.policy)
+        modules[node.id] = module
+        path = os.path.join(root, 'weights', f'{node.id}.safetensors')
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tensors = {k: v.detach().contiguous().cpu() for k, v in module.state_dict().items()}
+        save_file(dict(sorted(tensors.items())), path)
+    return modules
+
+
+def compile_spec(spec_path: str, out: str, progress=None) -> BuildResult:
+    say = progress or (lambda msg: None)
+    timings = {}
+    clock = [time.perf_counter()]
+
+    def done(stage: str) -> None:
+        now = time.perf_counter()
+        timings[stage] = round(now - clock[0], 3)
+        clock[0] = now
+
+    from lamp_ros.trace.from_spec import build_pipeline, trace_pipeline
+    from lamp_ros.policies.example import example_observation
+
+    say('load spec')
+    spec = load_spec(spec_path)
+    done('spec')
+    say('build eager pipeline')
+    pipeline = build_pipeline(spec)
+    done('pipeline')
+    example = {}
+    obs = example_observation(pipeline.policy.norm_stats)
+    graph = trace_pipeline(pipeline, obs, export=True, name=spec.name, progress=say,
+                           values_out=example)
+    done('trace')
+    say('partition')
+    assignments = assign(graph, spec)
+    groups = partition(graph, spec, assignments)
+    done('partition')
+
+    parent = os.path.dirname(os.path.abspath(out))
+    os.makedirs(parent, exist_ok=True)
+    root = tempfile.mkdtemp(prefix='.lamp-build-', dir=parent)
+    try:
+        modules = write_weights(root, graph, pipeline)
+        os.makedirs(os.path.join(root, 'resources'))
+        shutil.copyfile(pipeline.policy.tokenizer.model_path,
+                        os.path.join(root, 'resources', 'tokenizer.model'))
+        example['@resources'] = {'tokenizer.model': pipeline.policy.tokenizer.model_path}
+        done('weights')
+        built = []
+        for group in groups:
+            say(f'compile {group.name} ({group.backend}, {len(group.nodes)} nodes)')
+            ctx = CompileContext(graph, group, root, modules, example, say)
+            result = get_backend(group.backend).compile(ctx)
+            built.append(type(group)(**{**group.__dict__, 'build': result.metadata}))
+        done('compile_groups')
+        plan = BuildPlan(target=spec.target, groups=tuple(built), phases=phases(graph),
+                         coverage=coverage(graph, assignments), passes=())
+        say('memory plan')
+        memory = memory_plan(graph, plan)
+        done('memory_plan')
+        with open(os.path.join(root, 'graph.json'), 'w', encoding='utf-8') as f:
+            f.write(graph.to_json())
+        _dump(root, 'plan.json', plan.to_dict())
+        _dump(root, 'memory.json', memory.to_dict())
+        _dump(root, 'spec.json', spec.to_dict())
+        policy = pipeline.policy
+        abi = abi_from_graph(graph, policy.config.camera_slots, policy.joint_names,
+                             pipeline.rate_hz)
+        versions = tool_versions()
+        write_manifest(root, spec.target, abi, versions, spec.name)
+
+        from lamp_ros.runtime import Runtime
+        say('parity against the eager reference')
+        runtime = Runtime.load(root)
+        evidence, inputs, expected = run_parity(
+            pipeline, runtime, int(spec.parity['samples']), float(spec.parity['atol']),
+            float(spec.parity['rtol']), progress=say)
+        _dump(root, 'evidence/parity.json', evidence)
+        _save_tensors(root, 'evidence/parity_inputs.safetensors', inputs)
+        _save_tensors(root, 'evidence/parity_expected.safetensors', expected)
+        done('parity')
+        _dump(root, 'evidence/build.json', {'stage_seconds': timings, 'tools': versions,
+                                            'spec': os.path.basename(spec_path)})
+        manifest = write_manifest(root, spec.target, abi, versions, spec.name)
+        for base, dirs, files in os.walk(root):  # mkdtemp/safetensors create private modes
+            for name in dirs:
+                os.chmod(os.path.join(base, name), 0o755)
+            for name in files:
+                os.chmod(os.path.join(base, name), 0o644)
+        os.chmod(root, 0o755)
+        if os.path.exists(out):
+            shutil.rmtree(out)
+        os.replace(root, out)
+    except BaseException:
+        shutil.rmtree(root, ignore_errors=True)
+        raise
+    return BuildResult(out, manifest['artifact_id'], evidence['passed'], evidence, timings)

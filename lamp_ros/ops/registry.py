@@ -1,0 +1,136 @@
+"""Host operators by name, built from the JSON attrs that the graph stores for each node.
+
+This is how an artifact says "run the tokenizer with these parameters" without pickles or
+Python source: the graph node has an op name and attrs; the runtime looks the op up here and
+builds the callable. The eager policy calls the same functions, so there is one definition of
+each operation.
+
+A stateless op factory returns `run(**inputs) -> tuple`; a stateful one returns
+`(init_state() -> dict, run(state, **inputs) -> (tuple, new_state))`.
+"""
+
+from dataclasses import dataclass
+from typing import Callable
+
+from lamp_ros.ops.chunker import ActionChunker
+from lamp_ros.ops.clamp import SafetyClamp
+from lamp_ros.ops.image import preprocess_image, stack_cameras
+from lamp_ros.ops.noise import sample_noise
+from lamp_ros.ops.normalize import QuantileStats, quantile_normalize, unnormalize_actions
+from lamp_ros.ops.prompt import discretize_state, tokenize_pi05
+from lamp_ros.ops.smoother import Smoother
+from lamp_ros.ops.tokenizer import Tokenizer
+
+
+@dataclass(frozen=True)
+class HostOp:
+    factory: Callable      # (attrs, resources) -> run or (init_state, run)
+    stateful: bool = False
+    optional: tuple = ()   # inputs that may be absent (None): a missing camera, no new chunk
+
+
+HOST_OPS = {}
+
+
+def host_op(name: str, stateful: bool = False, optional: tuple = ()):
+    def register(factory):
+        HOST_OPS[name] = HostOp(factory, stateful, optional)
+        return factory
+    return register
+
+
+def get_host_op(name: str) -> HostOp:
+    if name not in HOST_OPS:
+        raise ValueError(f'host op {name!r} is not registered; known: {sorted(HOST_OPS)}')
+    return HOST_OPS[name]
+
+
+@host_op('normalize_state')
+def _normalize_state(attrs, resources):
+    stats = QuantileStats.from_dict(attrs['stats'], 'normalize_state.stats')
+    return lambda state: (quantile_normalize(state, stats),)
+
+
+@host_op('discretize_state')
+def _discretize_state(attrs, resources):
+    import numpy as np
+    bins = int(attrs['bins'])
+    return lambda norm_state: (discretize_state(np.clip(norm_state, -1.0, 1.0), bins),)
+
+
+@host_op('tokenize')
+def _tokenize(attrs, resources):
+    tokenizer = Tokenizer(resources['tokenizer.model'])
+    if tokenizer.sha256 != attrs['tokenizer_sha256']:
+        raise ValueError(f'tokenize: tokenizer file {resources["tokenizer.model"]} has sha256 '
+                         f'{tokenizer.sha256[:12]}, the graph was traced with '
+                         f'{attrs["tokenizer_sha256"][:12]}')
+    if attrs['format'] != 'pi05':
+        raise ValueError(f'tokenize: unknown prompt format {attrs["format"]!r}')
+    max_len = int(attrs['max_len'])
+    return lambda prompt, state_bins: tokenize_pi05(tokenizer, prompt, state_bins, max_len)
+
+
+@host_op('preprocess_image')
+def _preprocess_image(attrs, resources):
+    size, interpolation = int(attrs['size']), attrs['interpolation']
+    return lambda image: (preprocess_image(image, size, interpolation),)
+
+
+@host_op('stack_cameras', optional=('images',))
+def _stack_cameras(attrs, resources):
+    slots, size = tuple(attrs['slots']), int(attrs['size'])
+    return lambda images: stack_cameras(images, slots, size)
+
+
+@host_op('sample_noise', stateful=True)
+def _sample_noise(attrs, resources):
+    import numpy as np
+    seed, shape = int(attrs['seed']), tuple(attrs['shape'])
+
+    def init_state():
+        return {'counter': np.zeros((1,), np.int64)}
+
+    def run(state):
+        noise = sample_noise(seed, int(state['counter'][0]), shape)
+        return (noise,), {'counter': state['counter'] + 1}
+    return init_state, run
+
+
+@host_op('unnormalize_actions')
+def _unnormalize_actions(attrs, resources):
+    stats = QuantileStats.from_dict(attrs['stats'], 'unnormalize_actions.stats')
+    joints = int(attrs['joints'])
+    return lambda actions: (unnormalize_actions(actions, stats, joints),)
+
+
+@host_op('chunker', stateful=True, optional=('chunk',))
+def _chunker(attrs, resources):
+    op = ActionChunker.from_dict(attrs)
+
+    def run(state, chunk, t_obs, t):
+        if chunk is not None:
+            state = op.merge(state, chunk, t_obs, t)
+        action, _ = op.action_at(state, t)
+        return (action,), state
+    return op.init_state, run
+
+
+@host_op('smoother', stateful=True)
+def _smoother(attrs, resources):
+    op = Smoother.from_dict(attrs)
+
+    def run(state, action, t):
+        out, state = op.step(state, action, t)
+        return (out,), state
+    return op.init_state, run
+
+
+@host_op('clamp', stateful=True)
+def _clamp(attrs, resources):
+    op = SafetyClamp.from_dict(attrs)
+
+    def run(state, action, reference):
+        out, _, state = op.step(state, action, reference)
+        return (out,), state
+    return op.init_state, run

@@ -1,0 +1,115 @@
+"""`lamp compile` of pi05_tiny on CPU: artifact layout, plan, memory, parity, determinism."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+import pytest
+import yaml
+
+from lamp_ros.artifact.manifest import sha256_file
+from lamp_ros.cli import main
+from lamp_ros.compiler.spec import load_spec
+from lamp_ros.policies.example import example_observation
+from lamp_ros.policies.pipeline import pipeline_from_spec
+from lamp_ros.runtime import Runtime
+
+SPEC = 'config/specs/pi05_tiny.yaml'
+
+
+@pytest.fixture(scope='module')
+def artifact(tmp_path_factory):
+    out = tmp_path_factory.mktemp('compile') / 'pi05_tiny'
+    assert main(['compile', SPEC, '--out', str(out)]) == 0
+    return str(out)
+
+
+def _json(root, rel):
+    with open(os.path.join(root, rel)) as f:
+        return json.load(f)
+
+
+def test_layout_and_manifest(artifact):
+    manifest = _json(artifact, 'manifest.json')
+    assert {'schema_version', 'artifact_id', 'target', 'abi', 'files'} <= set(manifest)
+    assert manifest['target'] == 'cpu'
+    for rel in ('graph.json', 'plan.json', 'memory.json', 'evidence/parity.json',
+                'weights/vision.safetensors', 'weights/prefix.safetensors',
+                'weights/denoise.safetensors', 'resources/tokenizer.model'):
+        assert rel in manifest['files'], rel
+        assert sha256_file(os.path.join(artifact, rel)) == manifest['files'][rel]['sha256']
+    assert 'evidence/build.json' in manifest['volatile']
+    assert set(manifest['abi']['inputs']) == {'images.base', 'images.left_wrist',
+                                              'images.right_wrist', 'state', 'prompt', 't'}
+    assert manifest['abi']['joint_names'][-1] == 'gripper'
+    assert manifest['created_by']['torch'].startswith('2.13')
+
+
+def test_plan_groups_and_coverage(artifact):
+    plan = _json(artifact, 'plan.json')
+    assert {'groups', 'coverage'} <= set(plan)
+    for group in plan['groups']:
+        assert {'name', 'backend', 'precision', 'device', 'nodes', 'reason'} <= set(group)
+    backends = [g['backend'] for g in plan['groups']]
+    assert backends.count('onnxruntime') == 1
+    assert plan['coverage']['backends']['onnxruntime']['ops'] > 2000
+
+
+def test_memory_plan_is_tight(artifact):
+    summary = _json(artifact, 'memory.json')['summary']
+    assert {'naive_bytes', 'lower_bound_bytes', 'arena_bytes'} <= set(summary)
+    assert summary['lower_bound_bytes'] <= summary['arena_bytes'] <= summary['naive_bytes']
+    assert summary['arena_bytes'] <= 1.15 * summary['lower_bound_bytes']
+
+
+def test_parity_passes_at_fp32_tolerance(artifact):
+    parity = _json(artifact, 'evidence/parity.json')
+    assert parity['passed'] and len(parity['samples']) == 4
+    for name in ('denoise.actions', 'unnormalize_actions.chunk', 'clamp.command'):
+        assert parity['worst'][name]['max_abs'] <= 1e-4, name
+    # one sample runs with a missing camera
+    assert any(s['cameras'] == ['base', 'left_wrist'] for s in parity['samples'])
+
+
+def test_onnx_weights_live_once_in_safetensors(artifact):
+    group = [g for g in _json(artifact, 'plan.json')['groups'] if g['backend'] == 'onnxruntime']
+    path = os.path.join(artifact, group[0]['build']['onnx'])
+    model = onnx.load(path, load_external_data=False)
+    external = [i for i in model.graph.initializer if i.data_location == onnx.TensorProto.EXTERNAL]
+    assert len(external) == len(group[0]['build']['weights']) > 50
+    locations = {e.value for i in external for e in i.external_data if e.key == 'location'}
+    assert locations == {'../../weights/vision.safetensors', '../../weights/prefix.safetensors',
+                         '../../weights/denoise.safetensors'}
+
+
+def test_runtime_matches_the_eager_pipeline_tick_by_tick(artifact):
+    runtime = Runtime.load(artifact)
+    pipeline = pipeline_from_spec(load_spec(SPEC))
+    obs = example_observation(pipeline.policy.norm_stats, seed=11)
+    pipeline.reset()
+    runtime.reset()
+    for k in range(30):  # crosses a re-plan at tick 25
+        t = k / 22.0
+        np.testing.assert_allclose(runtime.step(obs, t), pipeline.tick(obs, t), atol=1e-4)
+
+
+def test_two_compiles_give_the_same_artifact_id(artifact, tmp_path):
+    again = tmp_path / 'again'
+    assert main(['compile', SPEC, '--out', str(again)]) == 0
+    assert _json(str(again), 'manifest.json')['artifact_id'] == \
+        _json(artifact, 'manifest.json')['artifact_id']
+
+
+def test_parity_failure_exits_non_zero(tmp_path):
+    with open(SPEC) as f:
+        spec = yaml.safe_load(f)
+    spec['parity'] = {'samples': 1, 'atol': 0.0, 'rtol': 0.0}
+    path = tmp_path / 'strict.yaml'
+    path.write_text(yaml.safe_dump(spec))
+    result = subprocess.run([sys.executable, '-m', 'lamp_ros.cli', 'compile', str(path),
+                             '--out', str(tmp_path / 'strict')], capture_output=True, text=True)
+    assert result.returncode == 3
+    assert 'parity failed' in result.stderr and 'denoise.actions' in result.stderr
