@@ -53,6 +53,40 @@ def _compile(args) -> int:
     return 0
 
 
+def _run(args) -> int:
+    from lamp_ros.runtime import Runtime
+    from lamp_ros.runtime.loop import run_ticks
+    from lamp_ros.runtime.report import print_profile
+    runtime = Runtime.load(args.artifact, execution=args.execution)
+    try:
+        commands = run_ticks(runtime, args.ticks, realtime=not args.fast)
+    finally:
+        runtime.close()
+    served = [c for _, c in commands if c is not None]
+    print_profile(runtime.profile(), title=f'lamp run {args.artifact} ({args.ticks} ticks)')
+    if served:
+        print('last command:', ' '.join(f'{v:+.4f}' for v in served[-1]))
+    if args.trace:
+        runtime.write_trace(args.trace)
+        print(f'trace: {args.trace}')
+    return 0
+
+
+def _bench(args) -> int:
+    import json
+
+    from lamp_ros.bench import bench_artifact
+    result = bench_artifact(args.artifact, runs=args.runs)
+    if args.json:
+        print(json.dumps(result, indent=1))
+    else:
+        print(f'eager reference {result["reference_ms"]:.2f} ms, runtime '
+              f'{result["runtime_ms"]:.2f} ms, speedup {result["speedup"]:.2f}x')
+        for name, ms in sorted(result['groups_ms'].items()):
+            print(f'  {name:24s} {ms:8.3f} ms')
+    return 0
+
+
 def _graph(args) -> int:
     from lamp_ros.graph.graph import Graph
     from lamp_ros.graph.render import render_svg
@@ -93,6 +127,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('spec', help='model spec YAML, e.g. config/specs/pi05_tiny.yaml')
     p.add_argument('--out', required=True, help='artifact directory to write')
     p.set_defaults(func=_compile)
+
+    p = sub.add_parser('run', help='run an artifact on synthetic observations, print a profile')
+    p.add_argument('artifact')
+    p.add_argument('--ticks', type=int, default=110, help='control ticks (default: 5 s at 22 Hz)')
+    p.add_argument('--execution', choices=('sync', 'async'), default='sync')
+    p.add_argument('--fast', action='store_true', help='back to back instead of real time')
+    p.add_argument('--trace', help='write a Chrome/Perfetto trace JSON here')
+    p.set_defaults(func=_run)
+
+    p = sub.add_parser('bench', help='eager reference vs compiled runtime in one run')
+    p.add_argument('artifact')
+    p.add_argument('--runs', type=int, default=30)
+    p.add_argument('--json', action='store_true')
+    p.set_defaults(func=_bench)
 
     p = sub.add_parser('graph', help='summarise a graph JSON and draw it as SVG')
     p.add_argument('graph')

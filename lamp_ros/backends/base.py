@@ -67,3 +67,5 @@ class LoadContext:
     device: str
     resources: dict        # resource name -> file path (tokenizer.model, ...)
     state: object          # runtime StateStore
+    arena: object = None   # runtime Arena: planned views for values (None: allocate freely)
+    profiler: object = None  # runtime Profiler: per-node timings where a backend can give them

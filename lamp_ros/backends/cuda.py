@@ -102,6 +102,8 @@ class CudaGraphRunner:
         with torch.no_grad(), torch.cuda.graph(self.graph, stream=self.stream):
             out = self.module(*self.static_in)
         self.static_out = out if isinstance(out, (tuple, list)) else (out,)
+        self.events = [torch.cuda.Event(enable_timing=True) for _ in range(2)]
+        self.last_device_ms = None  # CUDA-event time of the last replay (the profiler reads it)
 
     def _bind_weights(self, group, root, device):
         from safetensors.torch import load_file
@@ -115,7 +117,7 @@ class CudaGraphRunner:
                     with torch.no_grad():
                         state[key].copy_(tensor.to(device, state[key].dtype))
 
-    def run(self, feeds: dict, state=None) -> dict:
+    def run(self, feeds: dict, state=None, out=None) -> dict:
         torch = self.torch
         for buf, name in zip(self.static_in, self.inputs):
             value = torch.as_tensor(np.ascontiguousarray(feeds[name]))
@@ -123,8 +125,11 @@ class CudaGraphRunner:
                 raise ValueError(f'{name}: shape {tuple(value.shape)}, the captured graph '
                                  f'needs {tuple(buf.shape)}')
             buf.copy_(value.to(buf.dtype), non_blocking=False)
+        self.events[0].record()
         self.graph.replay()
+        self.events[1].record()
         torch.cuda.current_stream().synchronize()
+        self.last_device_ms = self.events[0].elapsed_time(self.events[1])
         return {name: _host(out) for name, out in zip(self.outputs, self.static_out)}
 
 

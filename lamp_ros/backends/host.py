@@ -6,6 +6,8 @@ reference for host stages, and its run side is a loop as small as the ONNX refer
 evaluator's: inputs by name, nodes in order, outputs by name.
 """
 
+import time
+
 from lamp_ros.backends.base import GroupBuild
 from lamp_ros.ops.registry import get_host_op, HOST_OPS
 
@@ -54,8 +56,10 @@ def bind(ports, values, consts) -> dict:
 class HostRunner:
     """Runs a group's host nodes; stateful ones read and write the runtime's StateStore."""
 
-    def __init__(self, group, graph, resources: dict, state):
+    def __init__(self, group, graph, resources: dict, state, arena=None, profiler=None):
         self.group = group
+        self.arena = arena
+        self.profiler = profiler
         self.steps = []
         for node_id in group.nodes:
             node = graph.node(node_id)
@@ -69,9 +73,10 @@ class HostRunner:
         self.inputs = tuple(group.inputs)
         self.outputs = tuple(group.outputs)
 
-    def run(self, feeds: dict, state=None) -> dict:
+    def run(self, feeds: dict, state=None, out=None) -> dict:
         env = dict(feeds)
         for node, op, fn, consts in self.steps:
+            start = time.perf_counter()
             args = [env.get(v) for v in node.inputs]
             missing = [p for p, a in zip(node.ports, args)
                        if a is None and p.split('.')[0] not in op.optional]
@@ -84,9 +89,13 @@ class HostRunner:
                 state.set(node.id, new_state)
             else:
                 outs = fn(**kwargs)
-            env.update(zip(node.outputs, outs))
+            for name, value in zip(node.outputs, outs):
+                env[name] = self.arena.put(name, value) if self.arena else value
+            if self.profiler:
+                self.profiler.record(f'node:{node.id}', start, time.perf_counter() - start,
+                                     'node')
         return {v: env.get(v) for v in self.outputs}
 
 
 def load(group, ctx):
-    return HostRunner(group, ctx.graph, ctx.resources, ctx.state)
+    return HostRunner(group, ctx.graph, ctx.resources, ctx.state, ctx.arena, ctx.profiler)

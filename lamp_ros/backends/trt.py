@@ -266,7 +266,7 @@ class TrtRunner:
         _check(self._cudart.cudaMemcpyAsync(dst, src, array.nbytes, getattr(kinds, kind),
                                             self._stream), kind)
 
-    def run(self, feeds: dict, state=None) -> dict:
+    def run(self, feeds: dict, state=None, out=None) -> dict:
         for name in self.inputs:
             if name not in feeds:
                 raise ValueError(f'tensorrt {self.name}: missing input {name!r}; '

@@ -66,13 +66,18 @@ class ControlPipeline:
     def needs_chunk(self, t: float) -> bool:
         return self.chunker.needs_chunk(self.state['chunker'], t)
 
-    def tick(self, observation, t: float) -> np.ndarray:
-        """Synchronous tick: infer if the chunker asks, then command for time t."""
+    def tick(self, observation, t: float, t_obs=None) -> np.ndarray:
+        """Synchronous tick: infer if the chunker asks, then the command for time t.
+
+        t_obs is when the observation was taken (the camera stamp); a chunk computed from it
+        is aligned to that time, so actions already due are dropped. Defaults to t.
+        """
         policy = self.policy
         obs = validate_observation(observation, policy.config.camera_slots,
                                    len(policy.joint_names))
+        t_obs = t if t_obs is None else t_obs
         chunk = policy.infer(obs) if self.needs_chunk(t) else None
-        action = self.chunk_action(chunk, t, t)
+        action = self.chunk_action(chunk, t_obs, t)
         return self.clamp(self.smooth(action, t), obs.state)
 
 

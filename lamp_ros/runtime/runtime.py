@@ -1,9 +1,19 @@
 """`Runtime`: the one object the node, replay and benchmarks talk to.
 
-`Runtime.load(path)` opens and verifies the artifact, checks its target against this machine and
-loads every group's runner; `step(observation, t)` runs one control tick (inference only when
-the chunker asks for a chunk), `reset()` starts an episode.
+`Runtime.load(path)` opens and verifies the artifact, checks its target against this machine,
+allocates the memory plan's arenas and loads every group's runner. A control tick runs the
+inference phase (observation -> chunk) only when the chunker asks for a new chunk, then the
+tick phase (chunker -> smoother -> clamp). Two execution modes:
+
+- `sync`: inference inside the tick that needs it (simple, deterministic; replay uses it).
+- `async`: inference in a worker thread on a snapshot of the inputs; ticks never wait, the
+  chunker serves the current plan meanwhile and merges the new chunk when it arrives, dropping
+  the actions whose time passed during inference (latency compensation by the chunk's
+  observation time).
 """
+
+import json
+import time
 
 import numpy as np
 
@@ -13,10 +23,14 @@ from lamp_ros.backends import get_backend
 from lamp_ros.backends.base import BackendUnavailable, LoadContext
 from lamp_ros.observation import validate_observation
 from lamp_ros.ops.chunker import ActionChunker
+from lamp_ros.runtime.arena import Arena
 from lamp_ros.runtime.device import cuda_device_count
+from lamp_ros.runtime.profiler import Profiler
 from lamp_ros.runtime.state import StateStore
+from lamp_ros.runtime.worker import InferenceWorker
 
 GPU_TARGETS = ('cuda', 'tensorrt')
+EXECUTION_MODES = ('sync', 'async')
 
 
 def default_device(target: str) -> str:
@@ -24,34 +38,53 @@ def default_device(target: str) -> str:
 
 
 class Runtime:
-    def __init__(self, artifact, device: str, runners: list, state: StateStore):
+    def __init__(self, artifact, device: str, runners: list, state: StateStore, arena: Arena,
+                 profiler: Profiler, execution: str = 'sync'):
+        if execution not in EXECUTION_MODES:
+            raise ValueError(f'execution: {execution!r} not in {EXECUTION_MODES}')
         self.artifact = artifact
         self.device = device
-        self.runners = runners
         self.state = state
+        self.arena = arena
+        self.profiler = profiler
+        self.execution = execution
         abi = artifact.manifest['abi']
         self.camera_slots = tuple(abi['camera_slots'])
         self.joint_names = tuple(abi['joint_names'])
         self.rate_hz = float(abi['rate_hz'])
-        plan = artifact.plan
-        self.phases = [plan.phases[g.nodes[0]] for g in plan.groups]
-        chunkers = [n for n in artifact.graph.nodes if n.op == 'chunker']
-        self._chunker = (chunkers[0].id, ActionChunker.from_dict(chunkers[0].attrs)) \
-            if chunkers else None
+        self.period = 1.0 / self.rate_hz
+        plan, graph = artifact.plan, artifact.graph
+        staged = [(g, r, plan.phases[g.nodes[0]]) for g, r in zip(plan.groups, runners)]
+        self.inference_runners = [(g, r) for g, r, ph in staged if ph == 'inference']
+        self.tick_runners = [(g, r) for g, r, ph in staged if ph == 'tick']
+        chunkers = [n for n in graph.nodes if n.op == 'chunker']
+        if chunkers:
+            node = chunkers[0]
+            port = dict(zip(node.ports, node.inputs))
+            self._chunker = (node.id, ActionChunker.from_dict(node.attrs))
+            self.chunk_value, self.t_obs_value = port['chunk'], port['t_obs']
+        else:
+            self._chunker, self.chunk_value, self.t_obs_value = None, None, None
         self.last_inferred = False
+        self.inference_errors = 0
+        self.last_error = None
+        self._worker = InferenceWorker(self._infer) if execution == 'async' else None
 
     @classmethod
-    def load(cls, path: str, device: str | None = None) -> 'Runtime':
+    def load(cls, path: str, device: str | None = None, execution: str = 'sync',
+             profile_window: int = 1000) -> 'Runtime':
         """Open, verify and load an artifact; refuse with the reason when anything is off."""
         artifact = open_artifact(path)
         target = artifact.manifest['target']
         device = device or default_device(target)
-        if target in GPU_TARGETS or device.startswith('cuda'):
-            if cuda_device_count() == 0:
-                raise ArtifactError(f'target {target!r} (device {device}) needs a CUDA device; '
-                                    'this machine has none')
-        state = StateStore()
-        ctx = LoadContext(artifact.root, artifact.graph, device, artifact.resources, state)
+        if (target in GPU_TARGETS or device.startswith('cuda')) and cuda_device_count() == 0:
+            raise ArtifactError(f'target {target!r} (device {device}) needs a CUDA device; '
+                                'this machine has none')
+        arena = Arena(artifact.memory, artifact.graph.values)
+        state = StateStore(arena)
+        profiler = Profiler(window=profile_window)
+        ctx = LoadContext(artifact.root, artifact.graph, device, artifact.resources, state,
+                          arena, profiler)
         runners = []
         for group in artifact.plan.groups:
             try:
@@ -59,15 +92,29 @@ class Runtime:
             except BackendUnavailable as exc:
                 raise ArtifactError(f'plan.json group {group.name}: backend {group.backend} '
                                     f'cannot run here: {exc}') from exc
-        return cls(artifact, device, runners, state)
+        return cls(artifact, device, runners, state, arena, profiler, execution)
+
+    # ---- identity and episode ----------------------------------------------------------------
 
     @property
     def id(self) -> str:
         return self.artifact.id
 
     def reset(self) -> None:
-        """New episode: every stateful operator back to its initial state."""
+        """New episode: every stateful operator back to its initial state, no pending chunk."""
+        if self._worker:
+            self._worker.wait_idle(timeout=30)
+            self._worker.discard()
         self.state.reset()
+
+    def close(self) -> None:
+        if self._worker:
+            self._worker.close()
+
+    def has_plan(self) -> bool:
+        if self._chunker is None:
+            return True
+        return bool(self.state.get(self._chunker[0])['valid'][0])
 
     def needs_inference(self, t: float) -> bool:
         if self._chunker is None:
@@ -75,30 +122,111 @@ class Runtime:
         node_id, chunker = self._chunker
         return chunker.needs_chunk(self.state.get(node_id), t)
 
-    def feeds(self, observation, t: float) -> dict:
-        """Observation + tick time -> graph input values (validated; errors name the field)."""
+    # ---- inputs ------------------------------------------------------------------------------
+
+    def feeds(self, observation, t: float, t_obs: float | None = None) -> dict:
+        """Observation + times -> graph input values (validated; errors name the field)."""
         obs = validate_observation(observation, self.camera_slots, len(self.joint_names))
         feeds = {f'images.{slot}': img for slot, img in obs.images.items()}
-        feeds.update(state=obs.state, prompt=obs.prompt, t=float(t))
+        feeds.update(state=obs.state, prompt=obs.prompt, t=float(t),
+                     t_obs=float(t if t_obs is None else t_obs))
         return feeds
 
-    def run(self, feeds: dict, capture: dict | None = None) -> dict:
-        """Run the groups for one tick over graph input values; returns the graph outputs."""
-        t = feeds['t']
-        infer = self.needs_inference(t)
-        values = dict(feeds)
-        for runner, phase in zip(self.runners, self.phases):
-            if phase == 'inference' and not infer:
-                values.update({v: None for v in runner.outputs})
-                continue
-            values.update(runner.run({v: values.get(v) for v in runner.inputs}, self.state))
-        self.last_inferred = infer
-        if capture is not None:
-            capture.update(values)
-        return {v: values[v] for v in self.artifact.graph.outputs}
+    # ---- execution ---------------------------------------------------------------------------
 
-    def step(self, observation, t: float) -> np.ndarray:
-        """One synchronous control tick: the command for time t."""
-        outputs = self.run(self.feeds(observation, t))
+    def _run_groups(self, runners, values: dict, capture: dict | None) -> None:
+        for group, runner in runners:
+            out = {v: self.arena.view(v) for v in runner.outputs}
+            start = time.perf_counter()
+            results = runner.run({v: values.get(v) for v in runner.inputs}, self.state, out)
+            self.profiler.record(f'group:{group.name}', start, time.perf_counter() - start,
+                                 'group')
+            device_ms = getattr(runner, 'last_device_ms', None)
+            if device_ms is not None:
+                self.profiler.record(f'gpu:{group.name}', start, device_ms / 1e3, 'gpu')
+            for name, value in results.items():
+                values[name] = self.arena.put(name, value)
+                if capture is not None and value is not None:
+                    capture[name] = np.array(value)  # the arena may reuse these bytes later
+
+    def _infer(self, feeds: dict, capture: dict | None = None):
+        """Inference phase -> (a copy of the chunk, seconds)."""
+        start = time.perf_counter()
+        values = dict(feeds)
+        self._run_groups(self.inference_runners, values, capture)
+        seconds = time.perf_counter() - start
+        self.profiler.record('inference', start, seconds, 'inference')
+        chunk = values.get(self.chunk_value) if self.chunk_value else None
+        return (None if chunk is None else np.array(chunk)), seconds
+
+    def _tick(self, values: dict, capture: dict | None, start: float) -> dict:
+        self._run_groups(self.tick_runners, values, capture)
+        seconds = time.perf_counter() - start
+        self.profiler.record('tick', start, seconds, 'tick')
+        self.profiler.tick(seconds, self.period)
+        outputs = {v: values[v] for v in self.artifact.graph.outputs}
+        return {k: None if v is None else np.array(v) for k, v in outputs.items()}
+
+    def run(self, feeds: dict, capture: dict | None = None) -> dict:
+        """One synchronous tick over graph input values; returns copies of the graph outputs."""
+        start = time.perf_counter()
+        values = {k: self.arena.put(k, v) for k, v in feeds.items()}
+        if capture is not None:
+            capture.update(feeds)
+        self.last_inferred = self.needs_inference(feeds['t'])
+        if self.last_inferred:
+            chunk, _ = self._infer(values, capture)
+            if self.chunk_value:
+                values[self.chunk_value] = chunk
+        elif self.chunk_value:
+            values[self.chunk_value] = None
+        return self._tick(values, capture, start)
+
+    def run_async(self, feeds: dict) -> dict | None:
+        """One asynchronous tick: never waits for inference. None until the first chunk."""
+        start = time.perf_counter()
+        result = self._worker.poll()
+        chunk, t_obs = None, feeds['t_obs']
+        if result is not None:
+            if result.error:
+                self.inference_errors += 1
+                self.last_error = result.error
+            else:
+                chunk, t_obs = result.chunk, result.t_obs
+        self.last_inferred = False
+        if chunk is None and self.needs_inference(feeds['t']) and not self._worker.busy:
+            snapshot = {k: np.array(v) if isinstance(v, np.ndarray) else v
+                        for k, v in feeds.items()}
+            self.last_inferred = self._worker.submit(snapshot, feeds['t_obs'])
+        if chunk is None and not self.has_plan():
+            self.profiler.tick(time.perf_counter() - start, self.period)
+            return None
+        values = {k: self.arena.put(k, v) for k, v in feeds.items()}
+        values[self.chunk_value] = chunk
+        values[self.t_obs_value] = t_obs
+        return self._tick(values, None, start)
+
+    def step(self, observation, t: float, t_obs: float | None = None):
+        """One control tick: the command for time t (None in async mode before any chunk)."""
+        feeds = self.feeds(observation, t, t_obs)
+        outputs = self.run_async(feeds) if self._worker else self.run(feeds)
+        if outputs is None:
+            return None
         (command,) = outputs.values()
         return command
+
+    # ---- profiling ---------------------------------------------------------------------------
+
+    def profile(self) -> dict:
+        """Plain data: latency statistics, deadline misses, errors, arena size, identity."""
+        data = self.profiler.profile()
+        data.update(artifact_id=self.id, execution=self.execution, device=self.device,
+                    rate_hz=self.rate_hz, inference_errors=self.inference_errors,
+                    arena_bytes=self.arena.nbytes,
+                    backends={g.name: g.backend for g in self.artifact.plan.groups})
+        return data
+
+    def write_trace(self, path: str) -> None:
+        """Chrome / Perfetto trace JSON of the recent events."""
+        with open(path, 'w', encoding='utf-8') as f:
+            json.dump(self.profiler.chrome_trace(), f)

@@ -2,6 +2,8 @@
 
 import importlib
 
+import numpy as np
+
 from lamp_ros.graph.types import TensorType
 from lamp_ros.observation import validate_observation
 from lamp_ros.trace.tracer import trace
@@ -30,14 +32,17 @@ def trace_pipeline(pipeline, observation, t: float = 0.0, export: bool = True, n
     policy = pipeline.policy
     obs = validate_observation(observation, policy.config.camera_slots, len(policy.joint_names))
     pipeline.reset()
+    # Two distinct objects: the tracer follows values by identity, and the observation time
+    # (the camera stamp) is a different input from the tick time even when they are equal.
     inputs = {'images': dict(obs.images), 'state': obs.state, 'prompt': obs.prompt,
-              't': float(t)}
+              't': float(t), 't_obs': np.float64(t)}
 
-    def run(images, state, prompt, t):
-        return pipeline.tick({'images': images, 'state': state, 'prompt': prompt}, t)
+    def run(images, state, prompt, t, t_obs):
+        return pipeline.tick({'images': images, 'state': state, 'prompt': prompt}, t, t_obs)
 
     types = image_input_types(obs.images)
     types['t'] = TensorType('float64', (), role='input')
+    types['t_obs'] = TensorType('float64', (), role='input')
     try:
         return trace(run, inputs, objects=[pipeline, policy], input_types=types, export=export,
                      name=name, progress=progress, values_out=values_out)

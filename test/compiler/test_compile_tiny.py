@@ -21,10 +21,8 @@ SPEC = 'config/specs/pi05_tiny.yaml'
 
 
 @pytest.fixture(scope='module')
-def artifact(tmp_path_factory):
-    out = tmp_path_factory.mktemp('compile') / 'pi05_tiny'
-    assert main(['compile', SPEC, '--out', str(out)]) == 0
-    return str(out)
+def artifact(tiny_artifact):
+    return tiny_artifact
 
 
 def _json(root, rel):
@@ -43,7 +41,8 @@ def test_layout_and_manifest(artifact):
         assert sha256_file(os.path.join(artifact, rel)) == manifest['files'][rel]['sha256']
     assert 'evidence/build.json' in manifest['volatile']
     assert set(manifest['abi']['inputs']) == {'images.base', 'images.left_wrist',
-                                              'images.right_wrist', 'state', 'prompt', 't'}
+                                              'images.right_wrist', 'state', 'prompt', 't',
+                                              't_obs'}
     assert manifest['abi']['joint_names'][-1] == 'gripper'
     assert manifest['created_by']['torch'].startswith('2.13')
 

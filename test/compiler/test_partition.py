@@ -31,7 +31,7 @@ def test_default_plan_of_tiny(tiny_graph, tiny_spec):
     assert model.inputs == ('stack_cameras.pixels', 'stack_cameras.image_mask',
                             'tokenize.token_ids', 'tokenize.token_mask', 'sample_noise.noise')
     assert model.outputs == ('denoise.actions',)  # the KV cache stays inside the group
-    assert groups[5].inputs == ('unnormalize_actions.chunk', 't', 'state')
+    assert groups[5].inputs == ('unnormalize_actions.chunk', 't_obs', 't', 'state')
     assert all(g.reason for g in groups)
 
 

@@ -1,0 +1,119 @@
+"""Runtime.load refuses corrupt, tampered, mismatched or misplaced artifacts, naming the cause."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from lamp_ros.artifact.manifest import ArtifactError, write_manifest
+from lamp_ros.runtime import Runtime
+
+
+@pytest.fixture
+def copy(tiny_artifact, tmp_path):
+    dst = tmp_path / 'a'
+    shutil.copytree(tiny_artifact, dst)
+    return str(dst)
+
+
+def _rewrite_manifest(root, **changes):
+    """Re-sign the manifest after an edit (as a careless tool would), so checksums pass."""
+    with open(os.path.join(root, 'manifest.json')) as f:
+        m = json.load(f)
+    m.update(changes)
+    write_manifest(root, m['target'], m['abi'], m['created_by'], m['name'])
+
+
+def test_loads_and_steps(tiny_artifact):
+    runtime = Runtime.load(tiny_artifact)
+    assert runtime.device == 'cpu' and runtime.joint_names[-1] == 'gripper'
+
+
+def test_tampered_weight_file(copy):
+    path = os.path.join(copy, 'weights', 'vision.safetensors')
+    data = bytearray(open(path, 'rb').read())
+    data[-10] ^= 0xFF
+    open(path, 'wb').write(bytes(data))
+    with pytest.raises(ArtifactError, match=r'weights/vision.safetensors: sha256 mismatch'):
+        Runtime.load(copy)
+
+
+def test_truncated_model_file(copy):
+    plan = json.load(open(os.path.join(copy, 'plan.json')))
+    onnx_rel = [g for g in plan['groups'] if g['backend'] == 'onnxruntime'][0]['build']['onnx']
+    path = os.path.join(copy, onnx_rel)
+    os.truncate(path, os.path.getsize(path) // 2)
+    with pytest.raises(ArtifactError, match=f'{onnx_rel}: size .*truncated'):
+        Runtime.load(copy)
+
+
+def test_truncated_tensorrt_engine(copy):
+    # Turn the model group into a TensorRT group whose engine file is cut short, and re-sign
+    # the manifest so only the engine check can catch it (TensorRT is not installed here).
+    plan_path = os.path.join(copy, 'plan.json')
+    plan = json.load(open(plan_path))
+    group = [g for g in plan['groups'] if g['backend'] == 'onnxruntime'][0]
+    engine = f'groups/{group["name"]}/model.engine'
+    with open(os.path.join(copy, engine), 'wb') as f:
+        f.write(b'\0' * 1000)
+    group.update(backend='tensorrt', device='cuda:0',
+                 build={'engine': engine, 'engine_bytes': 4000, 'io': {}})
+    json.dump(plan, open(plan_path, 'w'))
+    _rewrite_manifest(copy)
+    with pytest.raises(ValueError, match=r'model.engine.*truncated'):
+        Runtime.load(copy)
+
+
+def test_other_schema_version(copy):
+    path = os.path.join(copy, 'manifest.json')
+    m = json.load(open(path))
+    m['schema_version'] = 2
+    json.dump(m, open(path, 'w'))
+    with pytest.raises(ArtifactError, match='schema_version 2 is not supported'):
+        Runtime.load(copy)
+
+
+def test_edited_manifest(copy):
+    path = os.path.join(copy, 'manifest.json')
+    m = json.load(open(path))
+    m['abi']['rate_hz'] = 50.0
+    json.dump(m, open(path, 'w'))
+    with pytest.raises(ArtifactError, match='artifact_id does not match'):
+        Runtime.load(copy)
+
+
+@pytest.mark.skipif(os.path.exists('/dev/nvidia0'), reason='this machine has a CUDA device')
+def test_cuda_artifact_without_cuda(copy):
+    _rewrite_manifest(copy, target='cuda')
+    plan_path = os.path.join(copy, 'plan.json')
+    plan = json.load(open(plan_path))
+    plan['target'] = 'cuda'
+    json.dump(plan, open(plan_path, 'w'))
+    _rewrite_manifest(copy, target='cuda')
+    message = "target 'cuda' .* needs a CUDA device; this machine has none"
+    with pytest.raises(ArtifactError, match=message):
+        Runtime.load(copy)
+
+
+def test_not_an_artifact(tmp_path):
+    with pytest.raises(ArtifactError, match='manifest.json: missing'):
+        Runtime.load(str(tmp_path))
+
+
+def test_loading_and_stepping_never_imports_torch(tiny_artifact):
+    code = (
+        'import sys\n'
+        'from lamp_ros.runtime import Runtime\n'
+        'from lamp_ros.runtime.loop import run_ticks\n'
+        f'rt = Runtime.load({tiny_artifact!r})\n'
+        'cmds = run_ticks(rt, 3, realtime=False)\n'
+        'assert cmds[-1][1] is not None\n'
+        'bad = sorted(m for m in sys.modules if m.split(".")[0] in ("torch", "tensorrt")\n'
+        '             or m.startswith(("lamp_ros.compiler", "lamp_ros.trace")))\n'
+        'print("IMPORTED", bad)\n')
+    result = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert 'IMPORTED []' in result.stdout, result.stdout
