@@ -3,9 +3,18 @@ nn.Module that runs the stages in graph order over named values, so that one exp
 the whole group and its internal values (e.g. the KV cache) never leave the device."""
 
 
-def group_module(graph, group, modules):
-    """One nn.Module running the group's model stages in order over named values."""
+def group_module(graph, group, modules, compute_dtype=None):
+    """One nn.Module running the group's model stages in order over named values.
+
+    With `compute_dtype` (modules already cast to it), floating inputs are cast to it on entry
+    and floating outputs back to float32 on exit: the group's boundary types stay those of the
+    traced graph, so a precision choice never leaks into other groups.
+    """
+    import torch
     from torch import nn
+
+    def cast(x, dtype):
+        return x.to(dtype) if dtype is not None and x.is_floating_point() else x
 
     class GroupModule(nn.Module):
         def __init__(self):
@@ -13,11 +22,12 @@ def group_module(graph, group, modules):
             self.stages = nn.ModuleDict({n: modules[n] for n in group.nodes})
 
         def forward(self, *inputs):
-            env = dict(zip(group.inputs, inputs))
+            env = dict(zip(group.inputs, (cast(x, compute_dtype) for x in inputs)))
             for node_id in group.nodes:
                 node = graph.node(node_id)
                 outs = self.stages[node_id](*[env[v] for v in node.inputs])
                 env.update(zip(node.outputs, outs if isinstance(outs, tuple) else (outs,)))
-            return tuple(env[v] for v in group.outputs)
+            out_dtype = torch.float32 if compute_dtype is not None else None
+            return tuple(cast(env[v], out_dtype) for v in group.outputs)
 
     return GroupModule().eval()

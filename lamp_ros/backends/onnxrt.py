@@ -6,6 +6,9 @@ exporter on pi05_tiny, same parity), without constant folding so that every weig
 named initializer. The weights live once, in weights/<node>.safetensors: each initializer in the
 ONNX file becomes external data pointing at its bytes inside that safetensors file (location,
 offset, length), so the pair is also a valid ONNX model with external data for other tools.
+Precision: fp32, or fp16 (ONNX Runtime's CPU provider runs the tiny model in fp16, with its own
+fallback casts where a kernel is missing); the group casts at its boundary, and the fp16 weights,
+being derived data, go to groups/<name>/weights.fp16.safetensors.
 Run side: one InferenceSession per group; the weights are read with safetensors' numpy API and
 handed over with `SessionOptions.add_external_initializers`, so ORT neither reads nor copies the
 files itself and still treats the weights as constants. No torch on the run side.
@@ -52,9 +55,34 @@ def safetensors_offsets(path: str) -> dict:
             for name, meta in header.items() if name != '__metadata__'}
 
 
+PRECISIONS = {'fp32': 'float32', 'fp16': 'float16'}
+
+
+def _weights_for_precision(ctx):
+    """(modules, compute dtype, {node: weight file}) for the group's precision."""
+    import copy
+
+    import torch
+    precision = ctx.group.precision
+    if precision not in PRECISIONS:
+        raise ValueError(f'onnxruntime: precision {precision!r} is not supported on the CPU '
+                         f'provider (supported: {", ".join(PRECISIONS)})')
+    if precision == 'fp32':
+        return ctx.modules, None, {n: weight_file(n) for n in ctx.group.nodes}
+    dtype = getattr(torch, PRECISIONS[precision])
+    modules = {n: copy.deepcopy(ctx.modules[n]).to(dtype) for n in ctx.group.nodes}
+    from safetensors.torch import save_file
+    rel = f'groups/{ctx.group.name}/weights.{precision}.safetensors'
+    tensors = {f'{n}.{k}': v.detach().contiguous() for n in ctx.group.nodes
+               for k, v in modules[n].state_dict().items()}
+    os.makedirs(os.path.join(ctx.root, os.path.dirname(rel)), exist_ok=True)
+    save_file(dict(sorted(tensors.items())), os.path.join(ctx.root, rel))
+    return modules, dtype, {n: rel for n in ctx.group.nodes}
+
+
 def export_onnx(ctx, path: str) -> dict:
-    """Export the group to `path` with weights as external data in weights/<node>.safetensors;
-    return {initializer name: (node id, param)}."""
+    """Export the group to `path` with weights as external data in safetensors files;
+    return {initializer name: {'file': relative path, 'tensor': name in that file}}."""
     import onnx
     from onnx import TensorProto
     import torch
@@ -62,7 +90,8 @@ def export_onnx(ctx, path: str) -> dict:
     for node_id in ctx.group.nodes:
         if '.' in node_id:
             raise ValueError(f'onnxruntime: model node id {node_id!r} must not contain "."')
-    module = group_module(ctx.graph, ctx.group, ctx.modules)
+    modules, dtype, files = _weights_for_precision(ctx)
+    module = group_module(ctx.graph, ctx.group, modules, compute_dtype=dtype)
     args = tuple(torch.as_tensor(np.asarray(ctx.example[v])) for v in ctx.group.inputs)
     ctx.say(f'{ctx.group.name}: torch.onnx.export ({len(ctx.group.nodes)} stages)')
     with torch.no_grad(), warnings.catch_warnings():
@@ -77,13 +106,14 @@ def export_onnx(ctx, path: str) -> dict:
         if not init.name.startswith(WEIGHT_PREFIX):
             continue
         node_id, _, param = init.name[len(WEIGHT_PREFIX):].partition('.')
-        rel = weight_file(node_id)
+        rel = files[node_id]
+        key = param if rel == weight_file(node_id) else f'{node_id}.{param}'
         if rel not in offsets:
             offsets[rel] = safetensors_offsets(os.path.join(ctx.root, rel))
-        if param not in offsets[rel]:
-            raise ValueError(f'{rel}: no tensor {param!r} for ONNX initializer {init.name}')
-        offset, length = offsets[rel][param]
-        bindings[init.name] = (node_id, param)
+        if key not in offsets[rel]:
+            raise ValueError(f'{rel}: no tensor {key!r} for ONNX initializer {init.name}')
+        offset, length = offsets[rel][key]
+        bindings[init.name] = {'file': rel, 'tensor': key}
         for field in ('raw_data', 'float_data', 'int32_data', 'int64_data', 'double_data'):
             init.ClearField(field)
         init.data_location = TensorProto.EXTERNAL
@@ -103,18 +133,20 @@ def compile(ctx) -> GroupBuild:
     path = os.path.join(ctx.root, rel)
     os.makedirs(os.path.dirname(path), exist_ok=True)
     bindings = export_onnx(ctx, path)
-    return GroupBuild(files=(rel,), metadata={
-        'onnx': rel, 'opset': OPSET,
-        'weights': {name: {'node': n, 'param': p} for name, (n, p) in sorted(bindings.items())},
+    derived = {b['file'] for b in bindings.values() if b['file'].startswith('groups/')}
+    files = sorted({rel, *derived})
+    return GroupBuild(files=tuple(files), metadata={
+        'onnx': rel, 'opset': OPSET, 'precision': ctx.group.precision,
+        'weights': dict(sorted(bindings.items())),
     })
 
 
 # ---- run side --------------------------------------------------------------------------------
 
-def load_weights(root: str, node_id: str) -> dict:
-    """Read one node's safetensors with numpy (no torch)."""
+def load_tensors(root: str, rel: str) -> dict:
+    """Read a safetensors file with numpy (no torch)."""
     from safetensors.numpy import load_file
-    return load_file(os.path.join(root, weight_file(node_id)))
+    return load_file(os.path.join(root, rel))
 
 
 class OrtRunner:
@@ -129,19 +161,19 @@ class OrtRunner:
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        by_node = {}
+        by_file = {}
         for name, ref in meta['weights'].items():
-            by_node.setdefault(ref['node'], {})[name] = ref['param']
+            by_file.setdefault(ref['file'], {})[name] = ref['tensor']
         names, self._weights = [], []  # the OrtValues must outlive the session
-        for node_id, params in sorted(by_node.items()):
-            tensors = load_weights(root, node_id)
-            for name, param in sorted(params.items()):
-                if param not in tensors:
-                    raise ValueError(f'{weight_file(node_id)}: missing tensor {param!r} '
-                                     f'needed by group {group.name}')
+        for rel, wanted in sorted(by_file.items()):
+            tensors = load_tensors(root, rel)
+            for name, key in sorted(wanted.items()):
+                if key not in tensors:
+                    raise ValueError(f'{rel}: missing tensor {key!r} needed by group '
+                                     f'{group.name}')
                 names.append(name)
                 self._weights.append(
-                    ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(tensors[param])))
+                    ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(tensors[key])))
         options.add_external_initializers(names, self._weights)
         providers = ['CPUExecutionProvider']
         if device.startswith('cuda') and 'CUDAExecutionProvider' in ort.get_available_providers():

@@ -85,9 +85,12 @@ def _stage_choice(d, where, target) -> StageChoice:
                             f'(possible: {", ".join(BACKENDS_FOR_TARGET[target])})')
     if choice.precision not in PRECISIONS:
         raise SpecError(f'{where}.precision: {choice.precision!r} not in {PRECISIONS}')
-    if choice.precision != 'fp32' and target == 'cpu':
-        raise SpecError(f'{where}.precision: {choice.precision} needs a GPU target, '
-                        f'the target is cpu')
+    if choice.precision == 'bf16' and target == 'cpu':
+        raise SpecError(f'{where}.precision: bf16 needs a GPU target (ONNX Runtime\'s CPU '
+                        'provider has no bf16 kernels); the target is cpu')
+    if choice.precision == 'fp16' and target == 'cpu' and choice.backend != 'onnxruntime':
+        raise SpecError(f'{where}.precision: fp16 on target cpu only with the onnxruntime '
+                        'backend')
     return choice
 
 

@@ -31,6 +31,8 @@ def test_committed_spec_loads():
      "stages.vision.backend: unknown backend 'tvm'"),
     (lambda d: d['stages']['prefix'].update(precision='bf16'),
      'stages.prefix.precision: bf16 needs a GPU target'),
+    (lambda d: d['stages']['default'].update(precision='fp16'),
+     'stages.default.precision: fp16 on target cpu only with the onnxruntime backend'),
     (lambda d: d['stages']['prefix'].update(precision='int3'), 'stages.prefix.precision'),
     (lambda d: d.update(target='fpga'), "target: 'fpga'"),
     (lambda d: d['weights'].update(file='w.safetensors'), 'weights: give either file or seed'),
