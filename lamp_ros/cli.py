@@ -7,7 +7,13 @@ import sys
 
 def _demo(args) -> int:
     from lamp_ros.demo import run_demo
-    return run_demo(preset=args.preset, seed=args.seed, runs=args.runs)
+    return run_demo(seconds=args.seconds, execution=args.execution)
+
+
+def _sim(args) -> int:
+    from lamp_ros.sim.robot import main as sim_main
+    sim_main(args=['lamp_sim', *args.ros_args])
+    return 0
 
 
 def _trace(args) -> int:
@@ -110,11 +116,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog='lamp', description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest='command', required=True)
 
-    p = sub.add_parser('demo', help='build the tiny policy and run it on example inputs')
-    p.add_argument('--preset', default='pi05_tiny')
-    p.add_argument('--seed', type=int, default=0)
-    p.add_argument('--runs', type=int, default=20, help='timed inferences after warm-up')
+    p = sub.add_parser('demo', help='the tiny artifact driving the simulated arm over ROS 2')
+    p.add_argument('--seconds', type=float, default=10.0)
+    p.add_argument('--execution', choices=('async', 'sync'), default='async')
     p.set_defaults(func=_demo)
+
+    p = sub.add_parser('sim', help='simulated arm: 3 cameras + joint states following commands')
+    p.add_argument('ros_args', nargs=argparse.REMAINDER,
+                   help='e.g. --ros-args -p camera_width:=640 -p encoding:=bgr8')
+    p.set_defaults(func=_sim)
 
     p = sub.add_parser('trace', help='trace a model spec into a typed stage graph (JSON)')
     p.add_argument('spec', help='model spec YAML, e.g. config/specs/pi05_tiny.yaml')
@@ -146,6 +156,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('graph')
     p.add_argument('--svg', help='picture path (default: next to the JSON)')
     p.set_defaults(func=_graph)
+
     return parser
 
 

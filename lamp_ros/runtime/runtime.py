@@ -12,6 +12,7 @@ tick phase (chunker -> smoother -> clamp). Two execution modes:
   observation time).
 """
 
+from dataclasses import replace
 import json
 import time
 
@@ -33,8 +34,27 @@ GPU_TARGETS = ('cuda', 'tensorrt')
 EXECUTION_MODES = ('sync', 'async')
 
 
+OVERRIDABLE = ('chunker', 'smoother', 'clamp')
+
+
 def default_device(target: str) -> str:
     return 'cuda:0' if target in GPU_TARGETS else 'cpu'
+
+
+def apply_overrides(artifact, overrides: dict):
+    """The artifact with some stateful operators' attrs replaced (the files stay untouched)."""
+    if not overrides:
+        return artifact
+    nodes = []
+    for node in artifact.graph.nodes:
+        patch = overrides.get(node.op) or {}
+        if patch and node.op not in OVERRIDABLE:
+            raise ValueError(f'overrides: {node.op} is not overridable ({OVERRIDABLE})')
+        nodes.append(replace(node, attrs={**node.attrs, **patch}) if patch else node)
+    unknown = set(overrides) - {n.op for n in artifact.graph.nodes}
+    if unknown:
+        raise ValueError(f'overrides: no node {sorted(unknown)} in the graph')
+    return replace(artifact, graph=replace(artifact.graph, nodes=tuple(nodes)))
 
 
 class Runtime:
@@ -72,9 +92,13 @@ class Runtime:
 
     @classmethod
     def load(cls, path: str, device: str | None = None, execution: str = 'sync',
-             profile_window: int = 1000) -> 'Runtime':
-        """Open, verify and load an artifact; refuse with the reason when anything is off."""
-        artifact = open_artifact(path)
+             profile_window: int = 1000, overrides: dict | None = None) -> 'Runtime':
+        """Open, verify and load an artifact; refuse with the reason when anything is off.
+
+        overrides: {node id: {attr: value}} for stateful post-processing (chunker, smoother,
+        clamp) set by the deployment (node parameters); validated by the operators themselves.
+        """
+        artifact = apply_overrides(open_artifact(path), overrides or {})
         target = artifact.manifest['target']
         device = device or default_device(target)
         if (target in GPU_TARGETS or device.startswith('cuda')) and cuda_device_count() == 0:
@@ -214,6 +238,21 @@ class Runtime:
             return None
         (command,) = outputs.values()
         return command
+
+    def lookahead(self, t: float, n: int) -> np.ndarray:
+        """The next n planned actions after time t (for multi-point trajectories), clipped to
+        the clamp's joint limits; fewer rows when the plan ends sooner."""
+        if self._chunker is None or n <= 0 or not self.has_plan():
+            return np.zeros((0, len(self.joint_names)))
+        node_id, chunker = self._chunker
+        state = self.state.get(node_id)
+        plan = chunker.plan(state)
+        k = int(round((t - float(state['t0'][0])) / chunker.dt))
+        rows = plan[max(k + 1, 0):max(k + 1, 0) + n]
+        clamp = [node for node in self.artifact.graph.nodes if node.op == 'clamp']
+        if clamp:
+            rows = np.clip(rows, clamp[0].attrs['lower'], clamp[0].attrs['upper'])
+        return rows
 
     # ---- profiling ---------------------------------------------------------------------------
 

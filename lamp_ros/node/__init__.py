@@ -1,0 +1,1 @@
+"""The ROS 2 side: a lifecycle node around the Runtime, message conversion, diagnostics."""

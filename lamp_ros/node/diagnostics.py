@@ -1,0 +1,78 @@
+"""What the node reports: a DiagnosticArray for rqt_runtime_monitor and a numeric profile
+array for rqt_plot (which plots numbers, not KeyValue strings).
+
+PROFILE_LAYOUT is the documented order of `/vla_policy/profile` (std_msgs/Float64MultiArray);
+`layout.dim[0].label` carries it too, comma-separated. Times in milliseconds, NaN when unknown.
+"""
+
+import math
+
+PROFILE_LAYOUT = (
+    'achieved_rate_hz', 'target_rate_hz', 'tick_p50_ms', 'tick_p99_ms', 'inference_p50_ms',
+    'inference_p99_ms', 'e2e_latency_p50_ms', 'e2e_latency_p99_ms', 'deadline_misses',
+    'stale_ticks', 'rejected_messages', 'inference_errors', 'max_image_age_ms',
+    'joint_state_age_ms', 'level',
+)
+LEVELS = {'OK': b'\x00', 'WARN': b'\x01', 'ERROR': b'\x02', 'STALE': b'\x03'}
+
+
+def _ms(stats, key):
+    return stats[key] if stats else math.nan
+
+
+def profile_values(report: dict) -> list:
+    """Numbers in PROFILE_LAYOUT order from the node's report dict."""
+    p = report['profile']
+    ages = [a for k, a in report['ages'].items() if k.startswith('image.') and a is not None]
+    joint_age = report['ages'].get('joint_states')
+    e2e = report['e2e']
+    return [
+        report['achieved_rate_hz'], report['target_rate_hz'],
+        _ms(p['tick'], 'p50_ms'), _ms(p['tick'], 'p99_ms'),
+        _ms(p['inference'], 'p50_ms'), _ms(p['inference'], 'p99_ms'),
+        _ms(e2e, 'p50_ms'), _ms(e2e, 'p99_ms'),
+        float(p['deadline_misses']), float(report['stale_ticks']),
+        float(report['rejected_total']), float(p['inference_errors']),
+        max(ages) * 1e3 if ages else math.nan,
+        joint_age * 1e3 if joint_age is not None else math.nan,
+        float(list(LEVELS).index(report['level'])),
+    ]
+
+
+def diagnostic_status(node_name: str, hardware_id: str, report: dict):
+    """One DiagnosticStatus `<node>: policy` with the values an operator needs."""
+    from diagnostic_msgs.msg import DiagnosticStatus, KeyValue
+    status = DiagnosticStatus()
+    status.name = f'{node_name}: policy'
+    status.hardware_id = hardware_id
+    status.level = LEVELS[report['level']]
+    status.message = report['message']
+    p = report['profile']
+    values = {
+        'artifact_id': report['artifact_id'],
+        'execution': p['execution'],
+        'target_rate_hz': f'{report["target_rate_hz"]:.2f}',
+        'achieved_rate_hz': f'{report["achieved_rate_hz"]:.2f}',
+        'deadline_misses': str(p['deadline_misses']),
+        'stale_ticks': str(report['stale_ticks']),
+        'rejected_messages': str(report['rejected_total']),
+        'last_rejection': report['last_rejection'],
+        'inference_errors': str(p['inference_errors']),
+        'last_fault': report['last_fault'],
+        'commands_published': str(report['published']),
+    }
+    for name, age in report['ages'].items():
+        values[f'age_ms.{name}'] = 'never' if age is None else f'{age * 1e3:.1f}'
+    for key in ('tick', 'inference'):
+        if p[key]:
+            values[f'{key}_p50_ms'] = f'{p[key]["p50_ms"]:.2f}'
+            values[f'{key}_p99_ms'] = f'{p[key]["p99_ms"]:.2f}'
+    if report['e2e']:
+        values['e2e_latency_p50_ms'] = f'{report["e2e"]["p50_ms"]:.2f}'
+        values['e2e_latency_p99_ms'] = f'{report["e2e"]["p99_ms"]:.2f}'
+    for name, s in sorted(p['groups'].items()):
+        values[f'group.{name}.p50_ms'] = f'{s["p50_ms"]:.2f}'
+        values[f'group.{name}.p99_ms'] = f'{s["p99_ms"]:.2f}'
+        values[f'group.{name}.backend'] = p['backends'].get(name, '')
+    status.values = [KeyValue(key=k, value=v) for k, v in values.items()]
+    return status

@@ -1,0 +1,92 @@
+"""The node's parameters: names, defaults, documentation and validation, in one table.
+
+config/vla.yaml sets the same names; `describe()` feeds the ParameterDescriptors so
+`ros2 param describe` shows the documentation.
+"""
+
+from dataclasses import dataclass
+
+DEFAULT_CAMERAS = ['/camera/base/image_raw=base', '/camera/left_wrist/image_raw=left_wrist',
+                   '/camera/right_wrist/image_raw=right_wrist']
+
+PARAMETERS = {
+    'artifact': ('artifacts/pi05_tiny', 'path of the compiled artifact directory'),
+    'device': ('', 'runtime device; empty: the artifact target default (cpu, cuda:0)'),
+    'rate_hz': (22.0, 'control rate: one command per tick'),
+    'cameras': (DEFAULT_CAMERAS, 'camera topics as "topic=slot"; slots from the artifact ABI'),
+    'image_transport': ('raw', 'raw (sensor_msgs/Image) or compressed (CompressedImage on '
+                               '<topic>/compressed)'),
+    'joint_states_topic': ('/joint_states', 'sensor_msgs/JointState input'),
+    'joint_names': ([''], 'order of the action vector; [""]: the artifact\'s joints'),
+    'prompt': ('pick up the red cube and place it in the bowl', 'task prompt'),
+    'max_obs_age_s': (0.5, 'inputs older than this are stale: hold and report'),
+    'max_skew_s': (0.25, 'max spread of the camera stamps in one observation'),
+    'output': ('joint_trajectory', 'joint_trajectory (trajectory_msgs/JointTrajectory) or '
+                                   'float64_multi_array (std_msgs/Float64MultiArray)'),
+    'output_topic': ('', 'empty: ~/joint_trajectory or ~/commands by output'),
+    'points_per_command': (1, 'trajectory points per command: the command, then the plan'),
+    'chunk_merge_mode': ('', 'override: latest | temporal_ensemble | crossfade; empty: artifact'),
+    'chunk_replan_at': (0, 'override: new chunk when fewer actions remain; 0: artifact'),
+    'smoothing_mode': ('', 'override: none | ema | one_euro; empty: artifact'),
+    'smoothing_alpha': (0.0, 'override: EMA weight of the new sample; 0: artifact'),
+    'clamp_max_step': (0.0, 'override: max change per tick for every joint; 0: artifact'),
+    'on_fault': ('hold', 'hold (repeat the last safe command) or silent (publish nothing)'),
+    'execution': ('async', 'async (inference in a worker, ticks never wait) or sync'),
+    'autostart': (False, 'configure and activate by itself (no lifecycle manager)'),
+}
+
+CHOICES = {'image_transport': ('raw', 'compressed'),
+           'output': ('joint_trajectory', 'float64_multi_array'),
+           'on_fault': ('hold', 'silent'), 'execution': ('async', 'sync'),
+           'chunk_merge_mode': ('', 'latest', 'temporal_ensemble', 'crossfade'),
+           'smoothing_mode': ('', 'none', 'ema', 'one_euro')}
+POSITIVE = ('rate_hz', 'max_obs_age_s', 'max_skew_s', 'points_per_command')
+
+
+def check(name: str, value) -> str:
+    """'' when the value is acceptable, else the reason (for SetParametersResult)."""
+    if name in CHOICES and value not in CHOICES[name]:
+        return f'{name}: {value!r} not in {CHOICES[name]}'
+    if name in POSITIVE and not value > 0:
+        return f'{name}: must be > 0, got {value}'
+    if name in ('chunk_replan_at', 'smoothing_alpha', 'clamp_max_step') and value < 0:
+        return f'{name}: must be >= 0 (0 keeps the artifact value), got {value}'
+    if name == 'cameras':
+        bad = [c for c in value if c.count('=') != 1 or not all(c.split('='))]
+        if bad:
+            return f'cameras: entries must be "topic=slot", got {bad}'
+    return ''
+
+
+@dataclass(frozen=True)
+class NodeConfig:
+    """The parameters as read at configure time."""
+
+    values: dict
+
+    def __getattr__(self, name):
+        try:
+            return self.values[name]
+        except KeyError as exc:
+            raise AttributeError(name) from exc
+
+    @property
+    def camera_topics(self) -> dict:
+        """slot -> topic (with /compressed for the compressed transport)."""
+        suffix = '/compressed' if self.values['image_transport'] == 'compressed' else ''
+        return {c.split('=')[1]: c.split('=')[0] + suffix for c in self.values['cameras']}
+
+    def overrides(self) -> dict:
+        """Runtime overrides of the stateful operators from the non-default parameters."""
+        out = {'chunker': {'dt': 1.0 / self.values['rate_hz']}}
+        if self.values['chunk_merge_mode']:
+            out['chunker']['merge_mode'] = self.values['chunk_merge_mode']
+        if self.values['chunk_replan_at']:
+            out['chunker']['replan_at'] = self.values['chunk_replan_at']
+        if self.values['smoothing_mode']:
+            out.setdefault('smoother', {})['mode'] = self.values['smoothing_mode']
+        if self.values['smoothing_alpha']:
+            out.setdefault('smoother', {})['alpha'] = self.values['smoothing_alpha']
+        if self.values['clamp_max_step']:
+            out['clamp'] = {'max_step': self.values['clamp_max_step']}
+        return out

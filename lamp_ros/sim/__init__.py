@@ -1,0 +1,1 @@
+"""A simulated robot for demos and tests: cameras and joints that follow the commands."""

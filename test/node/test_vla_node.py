@@ -1,0 +1,207 @@
+"""vla_node over real DDS on localhost: lifecycle, rate, diagnostics, faults, recovery."""
+
+import math
+import os
+import shutil
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from lamp_ros.node.diagnostics import PROFILE_LAYOUT
+
+pytestmark = pytest.mark.ros
+
+CONFIGURE, CLEANUP, ACTIVATE, DEACTIVATE = 1, 2, 3, 4
+
+
+def _values(status) -> dict:
+    return {kv.key: kv.value for kv in status.values}
+
+
+def _positions(h) -> np.ndarray:
+    return np.array([p.positions for _, m in h.commands for p in m.points])
+
+
+@pytest.fixture
+def harness(tiny_artifact, make_harness):
+    return make_harness(tiny_artifact)
+
+
+def test_lifecycle_rate_and_restart(harness):
+    h = harness
+    assert h.state() == 'unconfigured'
+    assert h.transition(CONFIGURE) and h.state() == 'inactive'
+    time.sleep(1.0)
+    assert not h.commands  # inactive: lifecycle publishers are off
+    assert h.transition(ACTIVATE) and h.state() == 'active'
+    assert h.wait_for(lambda: len(h.commands) > 10, 15)
+    time.sleep(0.5)
+    start = len(h.commands)
+    t0 = h.commands[-1][0]
+    time.sleep(5.0)
+    window = [t for t, _ in h.commands[start:] if t - t0 <= 5.0]
+    rate = len(window) / 5.0
+    assert abs(rate - 22.0) <= 0.05 * 22.0, f'{rate:.2f} Hz'
+    msg = h.commands[-1][1]
+    assert msg.joint_names[-1] == 'gripper' and len(msg.points[0].positions) == 7
+    assert msg.header.stamp.sec == 0 and msg.header.stamp.nanosec == 0  # "start now"
+    assert np.isfinite(_positions(h)).all()
+    assert h.transition(DEACTIVATE) and h.state() == 'inactive'
+    time.sleep(0.3)
+    count = len(h.commands)
+    time.sleep(1.0)
+    assert len(h.commands) == count  # deactivated: no more commands
+    assert h.transition(CLEANUP) and h.state() == 'unconfigured'
+    assert h.transition(CONFIGURE) and h.state() == 'inactive'
+    assert h.transition(ACTIVATE)
+    assert h.wait_for(lambda: len(h.commands) > count + 10, 15)
+
+
+def test_diagnostics_and_numeric_profile(harness):
+    h = harness
+    assert h.transition(CONFIGURE) and h.transition(ACTIVATE)
+    assert h.wait_for(lambda: len(h.diagnostics) >= 3 and len(h.commands) > 20, 20)
+    assert h.wait_for(lambda: h.last_status().level == b'\x00', 5), h.last_status().message
+    status = h.last_status()
+    assert status.name == 'vla_policy: policy' and status.hardware_id == 'cpu'
+    values = _values(status)
+    for key in ('artifact_id', 'target_rate_hz', 'achieved_rate_hz', 'deadline_misses',
+                'stale_ticks', 'rejected_messages', 'tick_p50_ms', 'tick_p99_ms',
+                'inference_p50_ms', 'e2e_latency_p50_ms', 'e2e_latency_p99_ms',
+                'age_ms.image.base', 'age_ms.joint_states', 'group.g03_onnxruntime.p50_ms',
+                'group.g03_onnxruntime.backend'):
+        assert key in values, key
+    assert values['group.g03_onnxruntime.backend'] == 'onnxruntime'
+    profile = h.profiles[-1]
+    assert len(profile.data) == len(PROFILE_LAYOUT)
+    assert profile.layout.dim[0].label == ','.join(PROFILE_LAYOUT)
+    assert 15.0 < profile.data[0] < 30.0  # achieved rate
+    latency = h.latency[-1].data
+    assert len(latency) == 4 and 0 < latency[1] < 2.0  # e2e seconds
+
+
+def test_camera_stops_hold_stale_then_recovers(harness):
+    h = harness
+    assert h.transition(CONFIGURE) and h.transition(ACTIVATE)
+    assert h.wait_for(lambda: h.last_status() is not None and
+                      h.last_status().level == b'\x00', 20)
+    h.set_sim(cameras_enabled=False)
+    stopped = time.monotonic()
+    assert h.wait_for(lambda: h.last_status().level == b'\x03', 3.0), h.last_status().message
+    assert 'stale input' in h.last_status().message
+    held_from = len(h.commands)
+    time.sleep(1.0)
+    held = _positions(h)[held_from:]
+    assert len(held) > 15  # hold keeps publishing at the rate
+    assert np.ptp(held, axis=0).max() == 0.0  # ...the same last safe command
+    assert time.monotonic() - stopped < 5
+    h.set_sim(cameras_enabled=True)
+    assert h.wait_for(lambda: h.last_status().level == b'\x00', 5.0), h.last_status().message
+
+
+def _camera_publishers(h):
+    from rclpy.qos import qos_profile_sensor_data
+    from sensor_msgs.msg import Image, JointState
+    pubs = {slot: h.driver.create_publisher(Image, f'/camera/{slot}/image_raw',
+                                            qos_profile_sensor_data)
+            for slot in ('base', 'left_wrist', 'right_wrist')}
+    return pubs, h.driver.create_publisher(JointState, '/joint_states', 10)
+
+
+def test_encodings_and_bad_messages(tiny_artifact, make_harness):
+    from sensor_msgs.msg import JointState
+
+    from lamp_ros.node.convert import rgb_to_image
+    h = make_harness(tiny_artifact, sim=False)
+    try:
+        cams, joints = _camera_publishers(h)
+        rng = np.random.default_rng(0)
+        big = rng.integers(0, 255, (480, 640, 3), dtype=np.uint8)
+        small = rng.integers(0, 255, (224, 224, 3), dtype=np.uint8)
+        names = ['joint1', 'joint2', 'joint3', 'joint4', 'joint5', 'joint6', 'gripper']
+
+        def publish(bad_encoding=False, missing_joint=False):
+            stamp = h.driver.get_clock().now().to_msg()
+            base = rgb_to_image(big, 'bgr8')
+            if bad_encoding:
+                base.encoding = '16UC1'
+            for slot, msg in (('base', base), ('left_wrist', rgb_to_image(small, 'rgb8')),
+                              ('right_wrist', rgb_to_image(small, 'rgb8'))):
+                msg.header.stamp = stamp
+                cams[slot].publish(msg)
+            js = JointState()
+            js.header.stamp = stamp
+            js.name = names[:-1] if missing_joint else names
+            js.position = [0.1] * len(js.name)
+            joints.publish(js)
+
+        mode = {'bad': False, 'run': True}
+
+        def feed():  # 10 Hz, like a camera driver; bad messages interleave with good ones
+            while mode['run']:
+                publish()
+                if mode['bad']:
+                    publish(bad_encoding=True)
+                    publish(missing_joint=True)
+                time.sleep(0.1)
+        feeder = threading.Thread(target=feed, daemon=True)
+        feeder.start()
+        assert h.transition(CONFIGURE) and h.transition(ACTIVATE)
+        assert h.wait_for(lambda: len(h.commands) > 40, 20)
+        assert h.wait_for(lambda: h.last_status() and h.last_status().level == b'\x00', 5), \
+            (h.last_status().message, _values(h.last_status()))
+        mode['bad'] = True
+        assert h.wait_for(lambda: int(_values(h.last_status())['rejected_messages']) >= 20, 5)
+        assert h.wait_for(lambda: h.last_status().level == b'\x01', 3), h.last_status().message
+        assert 'rejected input' in h.last_status().message
+        values = _values(h.last_status())
+        assert 'lacks joints' in values['last_rejection'] or '16UC1' in \
+            values['last_rejection']
+        assert h.proc.poll() is None  # still alive
+        mode['bad'] = False
+        assert h.wait_for(lambda: h.last_status().level == b'\x00', 4), h.last_status().message
+        mode['run'] = False
+        feeder.join()
+        positions = _positions(h)
+        assert positions.size and np.isfinite(positions).all()
+    finally:
+        log = h.stop()
+    assert 'Traceback' not in log, log
+
+
+def test_corrupt_artifact_fails_configure_with_reason(tiny_artifact, tmp_path, make_harness):
+    broken = tmp_path / 'broken'
+    shutil.copytree(tiny_artifact, broken)
+    path = os.path.join(broken, 'weights', 'prefix.safetensors')
+    data = bytearray(open(path, 'rb').read())
+    data[len(data) // 2] ^= 0x01
+    open(path, 'wb').write(bytes(data))
+    h = make_harness(str(broken), sim=False)
+    try:
+        assert not h.transition(CONFIGURE)
+        assert h.state() == 'unconfigured'
+    finally:
+        log = h.stop()
+    assert 'configure failed' in log and 'weights/prefix.safetensors: sha256 mismatch' in log
+
+
+def test_never_nan_even_from_a_nan_joint_state(tiny_artifact, make_harness):
+    from sensor_msgs.msg import JointState
+    h = make_harness(tiny_artifact)
+    try:
+        assert h.transition(CONFIGURE) and h.transition(ACTIVATE)
+        assert h.wait_for(lambda: len(h.commands) > 10, 15)
+        pub = h.driver.create_publisher(JointState, '/joint_states', 10)
+        for _ in range(20):
+            js = JointState()
+            js.header.stamp = h.driver.get_clock().now().to_msg()
+            js.name = ['joint1', 'joint2', 'joint3', 'joint4', 'joint5', 'joint6', 'gripper']
+            js.position = [math.nan] * 7
+            pub.publish(js)
+            time.sleep(0.05)
+        assert h.wait_for(lambda: int(_values(h.last_status())['rejected_messages']) > 0, 3)
+        assert np.isfinite(_positions(h)).all()
+    finally:
+        h.stop()
