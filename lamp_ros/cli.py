@@ -93,6 +93,54 @@ def _bench(args) -> int:
     return 0
 
 
+def _record(args) -> int:
+    from lamp_ros.regress.record import record
+    result = record(args.out, args.duration, storage=args.storage)
+    print(f'recorded {result["messages"]} messages -> {result["bag"]} ({result["storage"]})')
+    for topic, count in sorted(result['topics'].items()):
+        print(f'  {topic:40s} {count}')
+    return 0
+
+
+def _replay(args) -> int:
+    import json
+
+    from lamp_ros.regress import replay as rp
+    if not args.live and not args.artifact:
+        raise ValueError('--artifact is needed (or --live to replay into a running node)')
+    common = {'atol': args.atol, 'rtol': args.rtol}
+    if args.against:
+        report = rp.localize(args.bag, args.artifact, args.against, prompt=args.prompt,
+                             **common)
+        ok = not report['diverged']
+    elif args.live:
+        from lamp_ros.regress.live import live_replay
+        report = live_replay(args.bag, rate=args.rate, **common)
+        ok = report['passed']
+    else:
+        report = rp.replay(args.bag, args.artifact, prompt=args.prompt, golden=args.golden,
+                           **common)
+        ok = report['passed']
+        if args.save_golden:
+            with open(args.save_golden, 'w', encoding='utf-8') as f:
+                json.dump({'commands': report['produced'], 'artifact_id': report[
+                    'artifact_id']}, f)
+    report.pop('produced', None)
+    if args.json:
+        print(json.dumps(report, indent=1))
+    elif args.against:
+        print(f'first divergence: node {report["node"]} ({report.get("value")}) at tick '
+              f'{report.get("tick")}, max abs {report.get("max_abs", 0):.3g}'
+              if report['diverged'] else
+              f'no divergence over {report["ticks"]} ticks ({report["values_compared"]} '
+              'values compared)')
+    else:
+        print(f'{"PASSED" if ok else "FAILED"}: {report["messages"]} commands, max abs error '
+              f'{report["max_abs_error"]}, {report["within_tolerance_pct"]:.1f}% within '
+              f'atol {args.atol} / rtol {args.rtol}; first failure: {report["first_failure"]}')
+    return 0 if ok else 1
+
+
 def _graph(args) -> int:
     from lamp_ros.graph.graph import Graph
     from lamp_ros.graph.render import render_svg
@@ -151,6 +199,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('--runs', type=int, default=30)
     p.add_argument('--json', action='store_true')
     p.set_defaults(func=_bench)
+
+    p = sub.add_parser('record', help='record the node\'s inputs and outputs into a rosbag2')
+    p.add_argument('--out', required=True, help='bag directory to create')
+    p.add_argument('--duration', type=float, default=10.0, help='seconds')
+    p.add_argument('--storage', choices=('mcap', 'sqlite3'), default='mcap')
+    p.set_defaults(func=_record)
+
+    p = sub.add_parser('replay', help='replay a bag through an artifact and compare commands')
+    p.add_argument('bag')
+    p.add_argument('--artifact', help='artifact to replay through (deterministic mode)')
+    p.add_argument('--against', help='second artifact: name the first diverging node')
+    p.add_argument('--live', action='store_true', help='publish to a running node instead')
+    p.add_argument('--rate', type=float, default=1.0, help='live mode: playback speed')
+    p.add_argument('--golden', help='compare with this golden JSON instead of the bag')
+    p.add_argument('--save-golden', help='write the produced commands as a golden JSON')
+    p.add_argument('--prompt', default='pick up the red cube and place it in the bowl')
+    p.add_argument('--atol', type=float, default=1e-5)
+    p.add_argument('--rtol', type=float, default=1e-4)
+    p.add_argument('--json', action='store_true')
+    p.set_defaults(func=_replay)
 
     p = sub.add_parser('graph', help='summarise a graph JSON and draw it as SVG')
     p.add_argument('graph')

@@ -85,8 +85,9 @@ def _print_summary(console, commands, latency, report, sim) -> None:
     times = np.array([t for t, _ in commands])
     steady = times[times > times[0] + 2.0] if times.size else times
     rate = (len(steady) - 1) / (steady[-1] - steady[0]) if len(steady) > 2 else 0.0
-    e2e = np.array([row[1] for row in latency]) * 1e3
-    compute = np.array([row[2] for row in latency]) * 1e3
+    fresh = [row for row in latency if row[4] == 1.0]
+    e2e = np.array([row[1] for row in fresh]) * 1e3
+    compute = np.array([row[2] for row in fresh]) * 1e3
     console.print(f'[bold]commands[/]: {len(commands)} published, achieved '
                   f'{rate:.2f} Hz (target 22.00); the arm followed {sim.commands} of them')
     if e2e.size:

@@ -8,6 +8,8 @@ evaluator's: inputs by name, nodes in order, outputs by name.
 
 import time
 
+import numpy as np
+
 from lamp_ros.backends.base import GroupBuild
 from lamp_ros.ops.registry import get_host_op, HOST_OPS
 
@@ -73,7 +75,9 @@ class HostRunner:
         self.inputs = tuple(group.inputs)
         self.outputs = tuple(group.outputs)
 
-    def run(self, feeds: dict, state=None, out=None) -> dict:
+    def run(self, feeds: dict, state=None, out=None, capture=None) -> dict:
+        """capture: a dict to receive a copy of every node output, internal ones included
+        (first-divergence localisation compares them)."""
         env = dict(feeds)
         for node, op, fn, consts in self.steps:
             start = time.perf_counter()
@@ -91,6 +95,8 @@ class HostRunner:
                 outs = fn(**kwargs)
             for name, value in zip(node.outputs, outs):
                 env[name] = self.arena.put(name, value) if self.arena else value
+                if capture is not None and value is not None:
+                    capture[name] = np.array(value)
             if self.profiler:
                 self.profiler.record(f'node:{node.id}', start, time.perf_counter() - start,
                                      'node')

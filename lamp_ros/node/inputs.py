@@ -29,6 +29,7 @@ class InputCache:
         self.rejected = Counter()      # reason -> count
         self.last_rejection = ''
         self.stale_ticks = 0
+        self.last_stamps = {}          # header stamps of the inputs of the last observation
 
     def put_image(self, slot: str, image, stamp: float, received: float) -> None:
         with self._lock:
@@ -69,4 +70,5 @@ class InputCache:
                                 f'(max_skew_s {self.max_skew})')
         obs = {'images': {s: images[s].value for s in self.slots}, 'state': joints.value,
                'prompt': prompt}
+        self.last_stamps = {'joints': joints.stamp, **{s: images[s].stamp for s in self.slots}}
         return obs, min(stamps), None

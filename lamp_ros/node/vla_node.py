@@ -23,10 +23,12 @@ from rcl_interfaces.msg import ParameterDescriptor, SetParametersResult
 
 from lamp_ros.node import convert
 from lamp_ros.node.diagnostics import diagnostic_status, PROFILE_LAYOUT, profile_values
-from lamp_ros.node.inputs import InputCache
+from lamp_ros.node.engine import ControlEngine
 from lamp_ros.node.params import check, NodeConfig, PARAMETERS
 
 SUCCESS, FAILURE = TransitionCallbackReturn.SUCCESS, TransitionCallbackReturn.FAILURE
+LATENCY_LAYOUT = ('input_stamp_s', 'e2e_latency_s', 'compute_s', 'inferred', 'fresh',
+                  'tick_s', 'stamp.joints')  # then stamp.<slot> per camera, `cameras` order
 
 
 class VlaNode(LifecycleNode):
@@ -37,7 +39,7 @@ class VlaNode(LifecycleNode):
         self.add_on_set_parameters_callback(self._on_set_parameters)
         self.runtime = None
         self.config = None
-        self.inputs = None
+        self.engine = None
         self._lamp_pubs, self._lamp_subs, self._lamp_timers = {}, [], {}
         self._reset_counters()
 
@@ -87,7 +89,8 @@ class VlaNode(LifecycleNode):
         if unknown:
             raise ValueError(f'cameras: slots {unknown} are not in the artifact ABI '
                              f'{list(self.runtime.camera_slots)}')
-        self.inputs = InputCache(list(slots), cfg.max_obs_age_s, cfg.max_skew_s)
+        self.engine = ControlEngine(self.runtime, list(slots), joints, cfg.prompt,
+                                    cfg.max_obs_age_s, cfg.max_skew_s, cfg.on_fault)
         self._create_io(cfg, slots)
 
     def _create_io(self, cfg, slots) -> None:
@@ -128,9 +131,8 @@ class VlaNode(LifecycleNode):
 
     def on_activate(self, state) -> TransitionCallbackReturn:
         self.get_logger().info('activating: new episode')
-        self.runtime.reset()
+        self.engine.start(self._now())
         self._reset_counters()
-        self._t0 = self._now()
         for timer in self._lamp_timers.values():
             timer.reset()
         return super().on_activate(state)
@@ -168,7 +170,7 @@ class VlaNode(LifecycleNode):
         if self.runtime is not None:
             self.runtime.close()
         self.runtime = None
-        self.inputs = None
+        self.engine = None
 
     # ---- inputs ------------------------------------------------------------------------------
 
@@ -176,20 +178,10 @@ class VlaNode(LifecycleNode):
         return self.get_clock().now().nanoseconds * 1e-9
 
     def _on_image(self, slot: str, msg, compressed: bool) -> None:
-        try:
-            rgb = convert.compressed_to_rgb(msg) if compressed else convert.image_to_rgb(msg)
-        except convert.Rejected as exc:
-            self.inputs.reject(f'image.{slot}', str(exc))
-            return
-        self.inputs.put_image(slot, rgb, convert.stamp_seconds(msg.header.stamp), self._now())
+        self.engine.on_image(slot, msg, self._now(), compressed)
 
     def _on_joints(self, msg) -> None:
-        try:
-            q = convert.joint_positions(msg, self.joint_names)
-        except convert.Rejected as exc:
-            self.inputs.reject('joint_states', str(exc))
-            return
-        self.inputs.put_joints(q, convert.stamp_seconds(msg.header.stamp), self._now())
+        self.engine.on_joints(msg, self._now())
 
     # ---- control tick ------------------------------------------------------------------------
 
@@ -197,52 +189,25 @@ class VlaNode(LifecycleNode):
         self._published = 0
         self._publish_times = deque(maxlen=200)
         self._e2e_ms = deque(maxlen=1000)
-        self._last_safe = None
         self._fault = ('', '')   # (kind, reason); kind: '', 'stale', 'error', 'waiting'
         self._last_fault = ''
         self._reported = (0, 0)
 
     def _on_tick(self) -> None:
         try:
-            self._tick()
+            result = self.engine.tick(self._now())
         except Exception as exc:  # never let a tick kill the node
-            self._set_fault('error', f'{type(exc).__name__}: {exc}')
             self.get_logger().error(f'tick failed: {exc}\n{traceback.format_exc()}')
-            self._hold()
-
-    def _tick(self) -> None:
-        now = self._now()
-        obs, stamp, reason = self.inputs.observation(now, self.config.prompt)
-        if obs is None:
-            self.inputs.stale_ticks += 1
-            self._set_fault('stale', reason)
-            self._hold()
+            result = self.engine.fault('error', f'{type(exc).__name__}: {exc}')
+        self._set_fault(result.fault, result.reason)
+        if result.command is None:
             return
-        start = time.perf_counter()
-        try:
-            command = self.runtime.step(obs, now - self._t0, stamp - self._t0)
-        except ValueError as exc:  # bad observation content: the runtime names the field
-            self._set_fault('error', f'rejected observation: {exc}')
-            self._hold()
-            return
-        compute = time.perf_counter() - start
-        if command is None:
-            self._set_fault('waiting', 'waiting for the first chunk')
-            self._hold()
-            return
-        if not np.isfinite(command).all():
-            self._set_fault('error', 'non-finite command from the policy')
-            self._hold()
-            return
-        self._set_fault('', '')
-        self._last_safe = np.array(command, dtype=np.float64)
-        lookahead = self.runtime.lookahead(now - self._t0, self.config.points_per_command - 1)
-        self._publish([self._last_safe, *lookahead])
-        self._publish_latency(stamp, compute)
-
-    def _hold(self) -> None:
-        if self.config.on_fault == 'hold' and self._last_safe is not None:
-            self._publish([self._last_safe])
+        points = [result.command]
+        if result.fresh:
+            t = self._now() - self.engine.t0
+            points += list(self.runtime.lookahead(t, self.config.points_per_command - 1))
+        self._publish(points)
+        self._publish_latency(result)
 
     def _set_fault(self, kind: str, reason: str) -> None:
         if kind and reason != self._fault[1]:
@@ -262,12 +227,21 @@ class VlaNode(LifecycleNode):
         self._published += 1
         self._publish_times.append(time.monotonic())
 
-    def _publish_latency(self, stamp: float, compute: float) -> None:
-        e2e = self._now() - stamp
-        self._e2e_ms.append(e2e * 1e3)
-        self._lamp_pubs['latency'].publish(convert.float_array(
-            [stamp, e2e, compute, float(self.runtime.last_inferred)],
-            'input_stamp_s,e2e_latency_s,compute_s,inferred'))
+    def _publish_latency(self, result) -> None:
+        """One message per published command (same order): when its inputs were taken, the
+        latency, and the header stamp of every input used, so a replay can rebuild the exact
+        observation (layout in LATENCY_LAYOUT; NaN for held commands)."""
+        nan = float('nan')
+        e2e = self._now() - result.stamp if result.fresh else nan
+        if result.fresh:
+            self._e2e_ms.append(e2e * 1e3)
+        stamps = result.stamps or {}
+        values = [result.stamp if result.fresh else nan, e2e, result.compute_s,
+                  float(result.fresh and self.runtime.last_inferred), float(result.fresh),
+                  result.now if result.fresh else nan, stamps.get('joints', nan)]
+        values += [stamps.get(slot, nan) for slot in self.engine.inputs.slots]
+        label = ','.join([*LATENCY_LAYOUT, *(f'stamp.{s}' for s in self.engine.inputs.slots)])
+        self._lamp_pubs['latency'].publish(convert.float_array(values, label))
 
     # ---- diagnostics -------------------------------------------------------------------------
 
@@ -277,9 +251,14 @@ class VlaNode(LifecycleNode):
         recent = [t for t in times if t > time.monotonic() - 2.0]
         rate = (len(recent) - 1) / (recent[-1] - recent[0]) if len(recent) > 2 else 0.0
         profile = self.runtime.profile()
-        rejected = sum(self.inputs.rejected.values())
+        inputs = self.engine.inputs
+        rejected = sum(inputs.rejected.values())
         kind, reason = self._fault
-        new_trouble = (rejected, profile['deadline_misses']) != self._reported
+        # WARN for inputs rejected since the last report, or more than one missed deadline in
+        # it (one late tick in 22 is jitter, not something an operator should chase).
+        new_rejections = rejected > self._reported[0]
+        new_misses = profile['deadline_misses'] - self._reported[1] > 1
+        new_trouble = new_rejections or new_misses
         self._reported = (rejected, profile['deadline_misses'])
         if kind == 'stale':
             level, message = 'STALE', reason
@@ -287,19 +266,19 @@ class VlaNode(LifecycleNode):
             level, message = 'ERROR', reason
         elif new_trouble:
             level = 'WARN'
-            message = (f'rejected input: {self.inputs.last_rejection}' if rejected else
-                       'deadline missed in the last second')
+            message = (f'rejected input: {inputs.last_rejection}' if new_rejections else
+                       'deadlines missed in the last second')
         else:
             level, message = 'OK', reason or f'publishing at {rate:.1f} Hz'
         e2e = np.array(self._e2e_ms)
         return {
             'level': level, 'message': message, 'artifact_id': self.runtime.id,
             'target_rate_hz': self.config.rate_hz, 'achieved_rate_hz': rate,
-            'ages': self.inputs.ages(self._now()), 'profile': profile,
+            'ages': inputs.ages(self._now()), 'profile': profile,
             'e2e': {'p50_ms': float(np.percentile(e2e, 50)),
                     'p99_ms': float(np.percentile(e2e, 99))} if e2e.size else None,
-            'stale_ticks': self.inputs.stale_ticks, 'rejected_total': rejected,
-            'last_rejection': self.inputs.last_rejection, 'last_fault': self._last_fault,
+            'stale_ticks': inputs.stale_ticks, 'rejected_total': rejected,
+            'last_rejection': inputs.last_rejection, 'last_fault': self._last_fault,
             'published': self._published,
         }
 

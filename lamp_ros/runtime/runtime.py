@@ -86,6 +86,7 @@ class Runtime:
         else:
             self._chunker, self.chunk_value, self.t_obs_value = None, None, None
         self.last_inferred = False
+        self.capture_into = None   # a dict to receive every value of the next sync ticks
         self.inference_errors = 0
         self.last_error = None
         self._worker = InferenceWorker(self._infer) if execution == 'async' else None
@@ -162,7 +163,11 @@ class Runtime:
         for group, runner in runners:
             out = {v: self.arena.view(v) for v in runner.outputs}
             start = time.perf_counter()
-            results = runner.run({v: values.get(v) for v in runner.inputs}, self.state, out)
+            feeds = {v: values.get(v) for v in runner.inputs}
+            if capture is not None and group.backend == 'host':
+                results = runner.run(feeds, self.state, out, capture=capture)
+            else:
+                results = runner.run(feeds, self.state, out)
             self.profiler.record(f'group:{group.name}', start, time.perf_counter() - start,
                                  'group')
             device_ms = getattr(runner, 'last_device_ms', None)
@@ -194,6 +199,7 @@ class Runtime:
     def run(self, feeds: dict, capture: dict | None = None) -> dict:
         """One synchronous tick over graph input values; returns copies of the graph outputs."""
         start = time.perf_counter()
+        capture = self.capture_into if capture is None else capture
         values = {k: self.arena.put(k, v) for k, v in feeds.items()}
         if capture is not None:
             capture.update(feeds)

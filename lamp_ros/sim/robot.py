@@ -11,6 +11,7 @@ from rclpy.node import Node
 from rclpy.qos import qos_profile_sensor_data
 
 from lamp_ros.node import convert
+from lamp_ros.sim.dynamics import follow
 from lamp_ros.sim.scene import render
 
 JOINTS = ('joint1', 'joint2', 'joint3', 'joint4', 'joint5', 'joint6', 'gripper')
@@ -70,7 +71,7 @@ class SimRobot(Node):
     def _step_joints(self) -> None:
         from sensor_msgs.msg import JointState
         dt = 1.0 / self._p('joint_rate_hz')
-        self.q += (self.target - self.q) * min(1.0, dt / self._p('tau_s'))
+        self.q = follow(self.q, self.target, dt, self._p('tau_s'))
         msg = JointState()
         msg.header.stamp = self.get_clock().now().to_msg()
         msg.name = list(JOINTS)

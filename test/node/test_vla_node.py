@@ -79,7 +79,9 @@ def test_diagnostics_and_numeric_profile(harness):
     assert profile.layout.dim[0].label == ','.join(PROFILE_LAYOUT)
     assert 15.0 < profile.data[0] < 30.0  # achieved rate
     latency = h.latency[-1].data
-    assert len(latency) == 4 and 0 < latency[1] < 2.0  # e2e seconds
+    assert len(latency) == 10 and h.latency[-1].layout.dim[0].label.startswith('input_stamp_s')
+    assert latency[4] == 1.0 and 0 < latency[1] < 2.0  # a fresh command; e2e seconds
+    assert all(latency[0] <= v for v in latency[7:10])  # input stamp = oldest camera stamp
 
 
 def test_camera_stops_hold_stale_then_recovers(harness):
@@ -150,7 +152,7 @@ def test_encodings_and_bad_messages(tiny_artifact, make_harness):
         feeder.start()
         assert h.transition(CONFIGURE) and h.transition(ACTIVATE)
         assert h.wait_for(lambda: len(h.commands) > 40, 20)
-        assert h.wait_for(lambda: h.last_status() and h.last_status().level == b'\x00', 5), \
+        assert h.wait_for(lambda: h.last_status() and h.last_status().level == b'\x00', 10), \
             (h.last_status().message, _values(h.last_status()))
         mode['bad'] = True
         assert h.wait_for(lambda: int(_values(h.last_status())['rejected_messages']) >= 20, 5)

@@ -1,5 +1,6 @@
-"""A ROS graph for node tests: vla_node in its own process (as users run it), and in this
-process a simulated robot, a lifecycle driver and probes, spun by a background executor."""
+"""A ROS graph for tests (used by test/conftest.py): vla_node in its own process (as users
+run it), and in this process a simulated robot, a lifecycle driver and probes, spun by a
+background executor."""
 
 import os
 import subprocess
@@ -7,7 +8,6 @@ import sys
 import threading
 import time
 
-import pytest
 import rclpy
 from rclpy.executors import MultiThreadedExecutor
 from rclpy.node import Node
@@ -108,17 +108,3 @@ def _ros_value(value) -> str:
     if isinstance(value, (list, tuple)):
         return '[' + ','.join(_ros_value(v) for v in value) + ']'
     return str(value)
-
-
-@pytest.fixture
-def make_harness():
-    """make_harness(artifact, sim=True, **node_params) -> a started RosHarness (stopped after)."""
-    made = []
-
-    def make(*args, **kwargs):
-        made.append(RosHarness(*args, **kwargs))
-        return made[-1]
-    yield make
-    for h in made:
-        if h.proc.returncode is None and h.proc.poll() is None:
-            h.stop()

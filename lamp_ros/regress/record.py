@@ -1,0 +1,68 @@
+"""`lamp record`: the node's inputs and outputs from the live ROS graph into a rosbag2.
+
+Raw subscriptions hand over the CDR bytes as received, so the bag holds exactly what was on the
+wire; the receive time (ROS clock) is the bag timestamp. Sensor topics are subscribed with the
+sensor-data QoS (best effort), which also receives from reliable publishers.
+"""
+
+import importlib
+import threading
+import time
+
+from lamp_ros.regress import topics
+from lamp_ros.regress.bag import BagWriter
+
+
+def message_class(msgtype: str):
+    """'sensor_msgs/msg/Image' -> sensor_msgs.msg.Image (rclpy's generated class)."""
+    package, _, name = msgtype.split('/')
+    return getattr(importlib.import_module(f'{package}.msg'), name)
+
+
+def record(out: str, duration: float, storage: str = 'mcap', topic_types=None,
+           context=None, on_start=None) -> dict:
+    """Record `topic_types` (default: every topic the node uses) for `duration` seconds."""
+    import rclpy
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.node import Node
+    from rclpy.qos import qos_profile_sensor_data
+
+    topic_types = topic_types or topics.RECORDED
+    own = context is None
+    if own:
+        context = rclpy.Context()
+        rclpy.init(context=context)
+    writer = BagWriter(out, storage)
+    lock = threading.Lock()
+    counts = {}
+    node = Node('lamp_recorder', context=context)
+
+    def make_callback(topic, msgtype):
+        def callback(raw: bytes):
+            t_ns = node.get_clock().now().nanoseconds
+            with lock:
+                writer.write(topic, msgtype, t_ns, raw)
+                counts[topic] = counts.get(topic, 0) + 1
+        return callback
+
+    for topic, msgtype in topic_types.items():
+        qos = qos_profile_sensor_data if msgtype in (topics.IMAGE, topics.COMPRESSED,
+                                                     topics.JOINT_STATE) else 10
+        node.create_subscription(message_class(msgtype), topic, make_callback(topic, msgtype),
+                                 qos, raw=True)
+    executor = SingleThreadedExecutor(context=context)
+    executor.add_node(node)
+    if on_start:
+        on_start()
+    end = time.monotonic() + duration
+    try:
+        while time.monotonic() < end:
+            executor.spin_once(timeout_sec=0.05)
+    finally:
+        executor.shutdown()
+        node.destroy_node()
+        with lock:
+            writer.close()
+        if own:
+            rclpy.shutdown(context=context)
+    return {'bag': out, 'storage': storage, 'messages': writer.count, 'topics': counts}
