@@ -13,7 +13,7 @@ import os
 
 SCHEMA_VERSION = 1
 MANIFEST = 'manifest.json'
-VOLATILE = ('evidence/build.json',)
+VOLATILE = ('evidence/build.json', 'evidence/profile.json')
 
 
 def sha256_file(path: str) -> str:

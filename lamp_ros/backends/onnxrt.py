@@ -152,7 +152,10 @@ def load_tensors(root: str, rel: str) -> dict:
 class OrtRunner:
     """One InferenceSession for the group; feeds and results are numpy arrays by value name."""
 
-    def __init__(self, group, root: str, device: str, threads: int = 0):
+    def __init__(self, group, root: str, device: str, threads: int = 0,
+                 profile_prefix: str | None = None):
+        """profile_prefix: turn on ORT's per-node profiling, writing <prefix>_*.json
+        (`lamp profile` uses it; the runtime never does)."""
         try:
             import onnxruntime as ort
         except ImportError as exc:
@@ -161,6 +164,9 @@ class OrtRunner:
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        if profile_prefix:
+            options.enable_profiling = True
+            options.profile_file_prefix = profile_prefix
         by_file = {}
         for name, ref in meta['weights'].items():
             by_file.setdefault(ref['file'], {})[name] = ref['tensor']

@@ -1,0 +1,162 @@
+"""`lamp profile DIR --out PREFIX`: where an artifact's time goes, per stage and per op.
+
+Every profiled tick is an inference tick: the runtime is reset before each (new episode, empty
+chunker plan), so each of the N ticks runs the whole graph, sync and back to back, on a
+synthetic observation, and every stage gets N samples. One warm-up tick is not counted. The
+runtime profiler gives tick / inference / group / host-node latencies and the Chrome trace;
+backends that can look inside a group add op-level tables (ops.py), which also split a fused
+group's time over the graph stages in it.
+
+Writes PREFIX.trace.json (Chrome / Perfetto), PREFIX.hist.png, PREFIX.timeline.png,
+PREFIX.ops.json (the op-level tables) and PREFIX.profile.json (runtime.profile() + top nodes +
+top ops). With save, the profile also goes to DIR/evidence/profile.json and the manifest is
+re-signed; evidence/profile.json is a volatile file (manifest.VOLATILE): checksummed, but not
+part of the artifact id, which therefore stays the same.
+"""
+
+from collections import defaultdict
+import json
+import os
+import shutil
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from lamp_ros.artifact.manifest import read_manifest, write_manifest
+from lamp_ros.runtime import Runtime
+from lamp_ros.runtime.loop import synthetic_observation
+from lamp_ros.runtime.report import print_profile
+from lamp_ros.whitebox.inspect import PROFILE
+from lamp_ros.whitebox.ops import backend_op_profiles
+from lamp_ros.whitebox.plots import write_histogram, write_timeline
+
+MODE = 'inference every tick (runtime.reset() before each), sync, back to back'
+
+
+def top_nodes(runtime, profile: dict, op_profiles: dict, limit: int = 10) -> list:
+    """Graph stages by p50 ms: host nodes from their own timers; stages fused into a group
+    get the group's p50 split by their share of its kernel time, when the backend says."""
+    rows = []
+    for group in runtime.artifact.plan.groups:
+        stats = profile['groups'].get(group.name)
+        ops = op_profiles.get(group.name, {})
+        if group.backend == 'host':
+            for node in group.nodes:
+                if profile['nodes'].get(node):
+                    rows.append({'node': node, 'group': group.name, 'backend': 'host',
+                                 'ms': profile['nodes'][node]['p50_ms'],
+                                 'source': 'host timer', 'hint': ''})
+        elif stats and 'stages' in ops:
+            for stage, s in ops['stages'].items():
+                rows.append({'node': stage, 'group': group.name, 'backend': group.backend,
+                             'ms': stats['p50_ms'] * s['share'],
+                             'source': 'group p50 x kernel share',
+                             'hint': f'{s["hint"]} ({s["compute_pct"]:.0f}% GEMM-like; '
+                                     f'top {s["top_op"]})'})
+        elif stats:
+            kinds = defaultdict(int)
+            for layer in ops.get('layers', []):
+                kinds[layer['hint'] or '?'] += layer['count']
+            rows.append({'node': ','.join(group.nodes), 'group': group.name,
+                         'backend': group.backend, 'ms': stats['p50_ms'],
+                         'source': 'group timer',
+                         'hint': ', '.join(f'{k} layers: {n}' for k, n in kinds.items())})
+    return sorted(rows, key=lambda r: -r['ms'])[:limit]
+
+
+def ops_by_type(op_profiles: dict) -> list:
+    """ONNX op types summed over every profiled group, largest first."""
+    total = defaultdict(lambda: {'ms': 0.0, 'calls': 0, 'groups': []})
+    for name, prof in op_profiles.items():
+        for op in prof.get('ops', []):
+            row = total[op['op_type']]
+            row['ms'] += op['ms']
+            row['calls'] += op['calls']
+            row['groups'].append(name)
+            row['hint'] = op['hint']
+    grand = sum(r['ms'] for r in total.values()) or 1.0
+    return [{'op_type': k, **r, 'pct': 100.0 * r['ms'] / grand}
+            for k, r in sorted(total.items(), key=lambda kv: -kv[1]['ms'])]
+
+
+def profile_artifact(path: str, prefix: str, ticks: int = 30, ort_runs: int = 5) -> dict:
+    """Run, measure, write the five files; return the profile data (PREFIX.profile.json)."""
+    if ticks < 1:
+        raise ValueError(f'--ticks: must be >= 1, got {ticks}')
+    runtime = Runtime.load(path, execution='sync', profile_window=max(1000, ticks))
+    try:
+        observation = synthetic_observation(runtime)
+        captured = {}
+        runtime.reset()
+        runtime.run(runtime.feeds(observation, 0.0), capture=captured)  # warm-up, not counted
+        runtime.profiler.reset()
+        for k in range(ticks):
+            runtime.reset()
+            runtime.step(observation, k * runtime.period)
+        profile = runtime.profile()
+        trace = runtime.profiler.chrome_trace()
+        op_profiles = backend_op_profiles(runtime, captured, ort_runs)
+        profile.update(mode=MODE, top_nodes=top_nodes(runtime, profile, op_profiles),
+                       ops_by_type=ops_by_type(op_profiles))
+        profile['top_ops'] = profile['ops_by_type'][:10]
+    finally:
+        runtime.close()
+    os.makedirs(os.path.dirname(os.path.abspath(prefix)), exist_ok=True)
+    with open(f'{prefix}.trace.json', 'w', encoding='utf-8') as f:
+        json.dump(trace, f)
+    write_histogram(trace, f'{prefix}.hist.png')
+    write_timeline(trace, f'{prefix}.timeline.png')
+    with open(f'{prefix}.ops.json', 'w', encoding='utf-8') as f:
+        json.dump(op_profiles, f, indent=1)
+    with open(f'{prefix}.profile.json', 'w', encoding='utf-8') as f:
+        json.dump(profile, f, indent=1, allow_nan=False)
+    return profile
+
+
+def save_profile(path: str, prefix: str) -> dict:
+    """Copy PREFIX.profile.json into the artifact's evidence and re-sign its manifest."""
+    root = os.path.abspath(path)
+    manifest = read_manifest(root)
+    shutil.copyfile(f'{prefix}.profile.json', os.path.join(root, PROFILE))
+    return write_manifest(root, manifest['target'], manifest['abi'], manifest['created_by'],
+                          manifest.get('name', ''))
+
+
+# ---- rendering -------------------------------------------------------------------------------
+
+def _table(title: str, columns, rows) -> Table:
+    table = Table(title=title, title_justify='left')
+    for col in columns:
+        table.add_column(col, justify='right' if col.endswith(('ms', '%', 'calls')) else 'left')
+    for row in rows:
+        table.add_row(*(escape(str(c)) for c in row))
+    return table
+
+
+def print_top(profile: dict, console: Console) -> None:
+    console.print(_table('top 10 nodes by p50 time per inference tick',
+                         ('node', 'group', 'backend', 'p50 ms', 'hint', 'source'),
+                         [(r['node'], r['group'], r['backend'], f'{r["ms"]:.3f}', r['hint'],
+                           r['source']) for r in profile['top_nodes']]))
+    if profile['top_ops']:
+        console.print(_table('top ONNX Runtime op types (kernel time per run)',
+                             ('op type', 'calls', 'ms', '%', 'hint'),
+                             [(o['op_type'], o['calls'], f'{o["ms"]:.3f}', f'{o["pct"]:.1f}',
+                               o['hint']) for o in profile['top_ops']]))
+
+
+def run_profile(path: str, prefix: str, ticks: int = 30, save: bool = False,
+                ort_runs: int = 5) -> int:
+    """`lamp profile`: measure, write the files, print the tables (and save when asked)."""
+    profile = profile_artifact(path, prefix, ticks=ticks, ort_runs=ort_runs)
+    console = Console(width=max(140, Console().width))
+    print_profile(profile, title=f'lamp profile {path} ({ticks} ticks, {MODE})', console=console)
+    print_top(profile, console)
+    for ext in ('trace.json', 'hist.png', 'timeline.png', 'ops.json', 'profile.json'):
+        console.print(f'wrote {escape(prefix)}.{ext}')
+    if save:
+        manifest = save_profile(path, prefix)
+        console.print(f'saved {PROFILE} into {escape(path)} (artifact id '
+                      f'{manifest["artifact_id"][:16]})')
+    return 0

@@ -1,0 +1,80 @@
+"""`lamp inspect` and `lamp profile` on the compiled tiny artifact."""
+
+import json
+import shutil
+
+from lamp_ros.cli import main
+from lamp_ros.whitebox.ops import hint, kernel_events, trt_layer_profile
+
+PNG = b'\x89PNG\r\n\x1a\n'
+
+
+def test_inspect_json_has_the_contract_keys(tiny_artifact, capsys):
+    assert main(['inspect', tiny_artifact, '--json']) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert {'artifact_id', 'target', 'created_by', 'abi', 'groups', 'coverage', 'memory',
+            'parity'} <= set(report)
+    ort = [g for g in report['groups'] if g['backend'] == 'onnxruntime']
+    assert ort[0]['nodes'] == ['vision', 'prefix', 'denoise'] and ort[0]['node_count'] == 3
+    assert ort[0]['precision'] == 'fp32' and ort[0]['device'] == 'cpu'
+    summary = report['memory']['summary']
+    assert summary['arena_bytes'] >= summary['lower_bound_bytes'] > 0
+    assert report['parity']['passed'] and report['profile'] is None
+
+
+def test_inspect_tables(tiny_artifact, capsys):
+    assert main(['inspect', tiny_artifact]) == 0
+    out = capsys.readouterr().out
+    assert 'g03_onnxruntime' in out and 'lower bound' in out and 'parity' in out
+
+
+def test_profile_writes_files_and_saves_evidence(tiny_artifact, tmp_path, capsys):
+    art = tmp_path / 'a'
+    shutil.copytree(tiny_artifact, art)
+    prefix = tmp_path / 'out' / 'p'
+    assert main(['profile', str(art), '--out', str(prefix), '--ticks', '4', '--ort-runs', '2',
+                 '--save']) == 0
+    out = capsys.readouterr().out
+    assert 'top 10 nodes' in out and 'denoise' in out and 'bound' in out
+    trace = json.loads((tmp_path / 'out' / 'p.trace.json').read_text())
+    assert isinstance(trace, dict) and isinstance(trace['traceEvents'], list)
+    assert {'name', 'ph', 'ts', 'dur', 'pid', 'tid'} <= set(trace['traceEvents'][0])
+    for ext in ('hist.png', 'timeline.png'):
+        data = (tmp_path / 'out' / f'p.{ext}').read_bytes()
+        assert len(data) > 1000 and data.startswith(PNG)
+    profile = json.loads((tmp_path / 'out' / 'p.profile.json').read_text())
+    assert profile['ticks'] == 4 and len(profile['top_nodes']) == 10
+    assert profile['top_ops'][0]['hint'] in ('compute-bound', 'memory-bound')
+    ops = json.loads((tmp_path / 'out' / 'p.ops.json').read_text())
+    assert set(ops['g03_onnxruntime']['stages']) >= {'vision', 'prefix', 'denoise'}
+    # --save: the profile is evidence now, the id is unchanged and the artifact still verifies.
+    assert main(['inspect', str(art), '--json']) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report['profile']['ticks'] == 4
+    assert report['artifact_id'] == json.load(open(f'{tiny_artifact}/manifest.json'))[
+        'artifact_id']
+    assert main(['verify', str(art)]) == 0
+
+
+def test_hints_and_ort_run_selection():
+    assert hint('MatMul') == 'compute-bound' and hint('Transpose') == 'memory-bound'
+    events = [{'name': 'model_run', 'ts': 0, 'dur': 10}, {'name': 'model_run', 'ts': 20, 'dur': 5},
+              {'cat': 'Node', 'name': 'a_kernel_time', 'ts': 1, 'dur': 9},
+              {'cat': 'Node', 'name': 'a_kernel_time', 'ts': 21, 'dur': 4}]
+    kernels, runs = kernel_events(events)
+    assert runs == 1 and [k['dur'] for k in kernels] == [4]  # the warm-up run is dropped
+
+
+def test_tensorrt_inspector_layers(tmp_path):
+    from lamp_ros.backends.base import GroupSpec
+    (tmp_path / 'g').mkdir()
+    (tmp_path / 'g' / 'inspector.json').write_text(json.dumps({'Layers': [
+        {'Name': 'a', 'LayerType': 'CaskGemmMatrixMultiply'}, {'Name': 'b',
+                                                               'LayerType': 'Reformat'},
+        {'Name': 'c', 'LayerType': 'Reformat'}]}))
+    group = GroupSpec('g', 'tensorrt', 'fp16', 'cuda:0', ('vision',), (), (),
+                      build={'inspector': 'g/inspector.json'})
+    layers = trt_layer_profile(group, str(tmp_path))
+    assert layers['layer_count'] == 3
+    assert layers['layers'][0] == {'layer_type': 'Reformat', 'count': 2, 'hint': 'memory-bound'}
+    assert layers['layers'][1]['hint'] == 'compute-bound'
