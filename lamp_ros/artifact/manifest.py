@@ -2,7 +2,8 @@
 
 The artifact id is the sha256 of the canonical manifest (without the id itself), so it changes
 exactly when a file, the target, the ABI or the tool versions change. Files whose content is
-expected to differ between two identical builds (build timings) are listed under `volatile`:
+expected to differ between two identical builds (build timings, a saved runtime profile) are
+listed under `volatile`:
 still checksummed at load, but left out of the id, so two compiles of the same spec on the same
 machine give the same id.
 """

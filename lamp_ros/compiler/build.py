@@ -9,7 +9,6 @@ is built in a temporary directory and moved into place at the end.
 
 from dataclasses import dataclass
 import json
-import operator
 import os
 import platform
 import shutil
@@ -23,6 +22,8 @@ from lamp_ros.backends import get_backend
 from lamp_ros.backends.base import CompileContext
 from lamp_ros.compiler.memory import memory_plan
 from lamp_ros.compiler.parity import run_parity
+from lamp_ros.compiler.passes import enabled_passes, run_passes
+from lamp_ros.compiler.passes.record import record_passes, stage_modules
 from lamp_ros.compiler.partition import assign, partition, phases
 from lamp_ros.compiler.plan import coverage
 from lamp_ros.compiler.spec import load_spec
@@ -69,20 +70,14 @@ def _save_tensors(root: str, rel: str, tensors: dict) -> None:
     save_file({k: np.ascontiguousarray(v) for k, v in sorted(tensors.items())}, path)
 
 
-def write_weights(root: str, graph, pipeline) -> dict:
-    """weights/<node>.safetensors for every model stage; node id -> module (compile side)."""
+def write_weights(root: str, modules: dict) -> None:
+    """weights/<node>.safetensors for every model stage module (optimised, if passes ran)."""
     from safetensors.torch import save_file
-    modules = {}
-    for node in graph.nodes:
-        if node.kind != 'model':
-            continue
-        module = operator.attrgetter(node.attrs['module'])(pipeline.policy)
-        modules[node.id] = module
-        path = os.path.join(root, 'weights', f'{node.id}.safetensors')
+    for node_id, module in modules.items():
+        path = os.path.join(root, 'weights', f'{node_id}.safetensors')
         os.makedirs(os.path.dirname(path), exist_ok=True)
         tensors = {k: v.detach().contiguous().cpu() for k, v in module.state_dict().items()}
         save_file(dict(sorted(tensors.items())), path)
-    return modules
 
 
 def compile_spec(spec_path: str, out: str, progress=None) -> BuildResult:
@@ -106,9 +101,17 @@ def compile_spec(spec_path: str, out: str, progress=None) -> BuildResult:
     done('pipeline')
     example = {}
     obs = example_observation(pipeline.policy.norm_stats)
-    graph = trace_pipeline(pipeline, obs, export=True, name=spec.name, progress=say,
+    applied = enabled_passes(spec.passes)
+    # With passes on, the model stages are exported once, after the passes (record_passes).
+    graph = trace_pipeline(pipeline, obs, export=not applied, name=spec.name, progress=say,
                            values_out=example)
     done('trace')
+    modules = stage_modules(graph, pipeline.policy)
+    if applied:
+        say(f'graph passes: {", ".join(applied)}')
+        modules, results = run_passes(modules, spec.passes)
+        graph = record_passes(graph, modules, results, example, progress=say)
+        done('passes')
     say('partition')
     assignments = assign(graph, spec)
     groups = partition(graph, spec, assignments)
@@ -118,7 +121,7 @@ def compile_spec(spec_path: str, out: str, progress=None) -> BuildResult:
     os.makedirs(parent, exist_ok=True)
     root = tempfile.mkdtemp(prefix='.lamp-build-', dir=parent)
     try:
-        modules = write_weights(root, graph, pipeline)
+        write_weights(root, modules)
         os.makedirs(os.path.join(root, 'resources'))
         shutil.copyfile(pipeline.policy.tokenizer.model_path,
                         os.path.join(root, 'resources', 'tokenizer.model'))
@@ -132,7 +135,7 @@ def compile_spec(spec_path: str, out: str, progress=None) -> BuildResult:
             built.append(type(group)(**{**group.__dict__, 'build': result.metadata}))
         done('compile_groups')
         plan = BuildPlan(target=spec.target, groups=tuple(built), phases=phases(graph),
-                         coverage=coverage(graph, assignments), passes=())
+                         coverage=coverage(graph, assignments), passes=applied)
         say('memory plan')
         memory = memory_plan(graph, plan)
         done('memory_plan')

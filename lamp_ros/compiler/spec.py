@@ -94,6 +94,19 @@ def _stage_choice(d, where, target) -> StageChoice:
     return choice
 
 
+def _passes(d) -> dict:
+    """{pass name: bool}; names come from compiler.passes (imported here: it needs torch)."""
+    if not d:
+        _check_keys(d, (), 'passes')
+        return {}
+    from lamp_ros.compiler.passes import PASS_NAMES
+    _check_keys(d, PASS_NAMES, 'passes')
+    for name, on in d.items():
+        if not isinstance(on, bool):
+            raise SpecError(f'passes.{name}: expected true or false, got {on!r}')
+    return dict(d)
+
+
 def parse_spec(d: dict, source: str = '') -> Spec:
     """Validate a spec mapping into a Spec; errors name the key path."""
     _check_keys(d, {'schema', 'name', 'policy', 'weights', 'control', 'target', 'stages',
@@ -127,8 +140,7 @@ def parse_spec(d: dict, source: str = '') -> Spec:
     _check_keys(parity, {'samples', 'atol', 'rtol'}, 'parity')
     if int(parity['samples']) < 1:
         raise SpecError('parity.samples: must be >= 1')
-    passes = d.get('passes', {})
-    _check_keys(passes, set(passes), 'passes')
+    passes = _passes(d.get('passes', {}))
     return Spec(name=d['name'], policy=policy, weights=weights, control=control, target=target,
                 stages=stages, fusion={'fuse_adjacent': True, 'split_after': [], **fusion},
                 parity=parity, passes=passes, source=source)

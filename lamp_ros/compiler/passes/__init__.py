@@ -1,0 +1,52 @@
+"""Graph-level passes over the model stages, in the order they run.
+
+Each pass is a pure function named for its effect: `pass(modules) -> (modules, PassResult)`,
+where modules maps a model node id to its stage module. It never changes the modules it is
+given (it lowers a deep copy into the passes' form, modules.py / stages.py) and hands back
+every stage it did not change as it was. The compiler runs the passes the spec switches on
+(`passes: {name: true}`) after tracing and before partitioning; parity then compares the
+optimised artifact with the unoptimised eager policy.
+"""
+
+from lamp_ros.compiler.passes.base import PassResult
+from lamp_ros.compiler.passes.fold_constants import fold_constants
+from lamp_ros.compiler.passes.fold_euler_update import fold_euler_update
+from lamp_ros.compiler.passes.fold_norm_affine import fold_norm_affine
+from lamp_ros.compiler.passes.merge_projections import merge_projections
+from lamp_ros.compiler.passes.precompute_time_conditioning import precompute_time_conditioning
+from lamp_ros.compiler.passes.remove_unread_work import remove_unread_work
+
+PASSES = [
+    # norm affines into the next linears (before merging, so the merged GEMM holds them)
+    fold_norm_affine,
+    # q/k/v and gate/up as one GEMM each
+    merge_projections,
+    # the expert's time MLP and adaRMS modulations as per-step tables
+    precompute_time_conditioning,
+    # the prefix's final norm and its last layer past K/V
+    remove_unread_work,
+    # dt into the expert's output projection
+    fold_euler_update,
+    # RoPE tables, the embedding scale, the time embedding if still computed
+    fold_constants,
+]
+PASS_NAMES = tuple(p.__name__ for p in PASSES)
+
+__all__ = ['PASSES', 'PASS_NAMES', 'PassResult', 'enabled_passes', 'run_passes']
+
+
+def enabled_passes(enabled: dict) -> tuple:
+    """Names switched on in `enabled` ({name: bool}), in PASSES order; unknown names raise."""
+    unknown = sorted(set(enabled) - set(PASS_NAMES))
+    if unknown:
+        raise ValueError(f'passes: unknown {unknown}; known: {", ".join(PASS_NAMES)}')
+    return tuple(name for name in PASS_NAMES if enabled.get(name))
+
+
+def run_passes(modules: dict, enabled: dict) -> tuple:
+    """Run the enabled passes in order -> (modules, {pass name: PassResult})."""
+    results, names = {}, enabled_passes(enabled)
+    for run in PASSES:
+        if run.__name__ in names:
+            modules, results[run.__name__] = run(modules)
+    return modules, results

@@ -1,0 +1,151 @@
+"""The three model stages in the passes' form: same inputs, outputs and math as the eager ones.
+
+Each forward mirrors its eager twin line by line (siglip.VisionEncoder, pi05.PrefixEncoder,
+pi05.ActionExpert) with the switches passes flip: a missing final norm, K/V-only layers, a
+folded embedding scale, precomputed time conditioning, a folded Euler update. Flipped or not,
+the stage keeps its signature, so the graph node, the export and the runtime never notice.
+"""
+
+import math
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from lamp_ros.policies.gemma import make_attention_mask
+from lamp_ros.policies.pi05 import posemb_sincos
+
+
+class VisionStage(nn.Module):
+    """Images (..., H, W, 3) in [-1, 1] -> tokens (..., num_patches, out_width)."""
+
+    def __init__(self, cfg, patch_embed, pos_embed, blocks, post_norm, projector):
+        super().__init__()
+        self.cfg = cfg
+        self.patch_embed = patch_embed
+        self.pos_embed = pos_embed
+        self.blocks = nn.ModuleList(blocks)
+        self.post_norm = post_norm
+        self.projector = projector
+
+    def norm_readers(self) -> list:
+        return [('post_norm', [self.projector])]
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        lead = images.shape[:-3]
+        images = images.reshape(-1, *images.shape[-3:]).to(self.patch_embed.weight.dtype)
+        x = self.patch_embed(images.permute(0, 3, 1, 2))  # NHWC -> NCHW for the conv
+        x = x.flatten(2).transpose(1, 2) + self.pos_embed  # (N, patches, width)
+        for block in self.blocks:
+            x = block(x)
+        return self.projector(self.post_norm(x)).reshape(*lead, x.shape[1], -1)
+
+
+class PrefixStage(nn.Module):
+    """[image tokens, text tokens] -> K/V cache (depth, b, T, kv_heads, d) and prefix mask."""
+
+    def __init__(self, cfg, embed, layers, final_norm, rotary):
+        super().__init__()
+        self.cfg = cfg
+        self.embed = embed
+        self.embed_scale = math.sqrt(cfg.llm.width)  # None once folded into the table
+        self.layers = nn.ModuleList(layers)
+        self.final_norm = final_norm  # None once removed: nothing reads it
+        self.rotary = rotary
+
+    def forward(self, image_tokens, image_mask, token_ids, token_mask):
+        b, cams, patches, w = image_tokens.shape
+        text = self.embed(token_ids)
+        if self.embed_scale is not None:
+            text = text * self.embed_scale
+        x = torch.cat([image_tokens.reshape(b, cams * patches, w).to(text.dtype), text], dim=1)
+        img_token_mask = image_mask[:, :, None].expand(b, cams, patches).reshape(b, -1)
+        prefix_mask = torch.cat([img_token_mask, token_mask], dim=1)
+        attn_mask = make_attention_mask(prefix_mask, torch.zeros_like(prefix_mask))
+        positions = torch.cumsum(prefix_mask.long(), dim=1) - 1
+        ks, vs = [], []
+        for layer in self.layers:
+            p = layer.attn.project(layer.input_norm(x), positions, self.rotary)
+            ks.append(p['k'])
+            vs.append(p['v'])
+            if layer.kv_only:
+                continue
+            x = x + layer.attn.attend(p['q'], p['k'], p['v'], attn_mask)
+            x = x + layer.mlp(layer.post_attn_norm(x))
+        if self.final_norm is not None:
+            x = self.final_norm(x)
+        return torch.stack(ks), torch.stack(vs), prefix_mask
+
+
+class ExpertStage(nn.Module):
+    """noise + KV cache -> actions by `num_steps` Euler steps of the velocity field."""
+
+    def __init__(self, cfg, action_in_proj, time_mlp_in, time_mlp_out, layers, final_norm,
+                 action_out_proj, rotary):
+        super().__init__()
+        self.cfg = cfg
+        self.action_in_proj = action_in_proj
+        self.time_mlp_in = time_mlp_in    # both None once the conditioning is precomputed
+        self.time_mlp_out = time_mlp_out
+        self.register_buffer('time_embedding', None)  # (steps, width) once folded
+        self.layers = nn.ModuleList(layers)
+        self.final_norm = final_norm
+        self.action_out_proj = action_out_proj  # scaled by dt once the Euler update is folded
+        self.rotary = rotary
+        self.euler_folded = False
+
+    @property
+    def dt(self) -> float:
+        return -1.0 / self.cfg.num_steps
+
+    @property
+    def time_precomputed(self) -> bool:
+        return self.time_mlp_in is None
+
+    def norms(self) -> list:
+        """[(owner, attribute)] of every adaRMS norm, in the order the velocity runs them."""
+        pairs = [(layer, name) for layer in self.layers
+                 for name in ('input_norm', 'post_attn_norm')]
+        return pairs + [(self, 'final_norm')]
+
+    def step_time(self, step: int, batch: int, device) -> torch.Tensor:
+        return torch.full((batch,), 1.0 + step * self.dt, device=device)
+
+    def condition(self, step: int, batch: int, device):
+        """What the adaRMS norms read at `step`: the time condition, or the step itself."""
+        if self.time_precomputed:
+            return step
+        if self.time_embedding is None:
+            emb = posemb_sincos(self.step_time(step, batch, device), self.cfg.expert.width)
+        else:
+            emb = self.time_embedding[step][None].expand(batch, -1)
+        emb = emb.to(self.time_mlp_in.weight.dtype)
+        return F.silu(self.time_mlp_out(F.silu(self.time_mlp_in(emb))))
+
+    def velocity(self, x_t, cond, k_cache, v_cache, prefix_mask):
+        """v(x_t, t | prefix), times dt once the Euler update is folded."""
+        b, horizon, _ = x_t.shape
+        x = self.action_in_proj(x_t)
+        suffix_mask = torch.ones(b, horizon, dtype=torch.bool, device=x_t.device)
+        mask = torch.cat([prefix_mask[:, None, :].expand(b, horizon, -1),
+                          suffix_mask[:, None, :].expand(b, horizon, -1)], dim=2)
+        positions = prefix_mask.long().sum(-1, keepdim=True) + torch.arange(
+            horizon, device=x_t.device)[None, :]
+        for i, layer in enumerate(self.layers):
+            h, gate = layer.input_norm(x, cond)
+            p = layer.attn.project(h, positions, self.rotary)
+            k_all = torch.cat([k_cache[i], p['k']], dim=1)
+            v_all = torch.cat([v_cache[i], p['v']], dim=1)
+            x = x + layer.attn.attend(p['q'], k_all, v_all, mask) * gate
+            h, gate = layer.post_attn_norm(x, cond)
+            x = x + layer.mlp(h) * gate
+        h, _ = self.final_norm(x, cond)
+        return self.action_out_proj(h)
+
+    def forward(self, k_cache, v_cache, prefix_mask, noise):
+        x_t = noise.to(self.action_in_proj.weight.dtype)
+        for step in range(self.cfg.num_steps):
+            cond = self.condition(step, x_t.shape[0], x_t.device)
+            v = self.velocity(x_t, cond, k_cache, v_cache, prefix_mask)
+            x_t = x_t + v if self.euler_folded else x_t + self.dt * v
+        return x_t

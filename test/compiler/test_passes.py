@@ -1,0 +1,219 @@
+"""Graph passes on pi05_tiny: each alone and all together keep the stages' outputs, report what
+they changed, leave the caller's modules alone; one compile of the optimised spec."""
+
+import copy
+import json
+import os
+
+import pytest
+import torch
+import yaml
+
+from lamp_ros.compiler.build import compile_spec
+from lamp_ros.compiler.passes import enabled_passes, PASS_NAMES, PASSES, run_passes
+from lamp_ros.compiler.passes.lower import lower
+from lamp_ros.compiler.passes.record import stage_modules
+from lamp_ros.compiler.spec import load_spec, parse_spec, SpecError
+from lamp_ros.graph.graph import Graph
+from lamp_ros.policies.example import example_observation
+from lamp_ros.trace.from_spec import build_pipeline, trace_pipeline
+
+SPEC = 'config/specs/pi05_tiny.yaml'
+OPT_SPEC = 'config/specs/pi05_tiny_opt.yaml'
+ATOL = 1e-5
+
+# What each pass must report on pi05_tiny (a subset of its details), per node it changes.
+EXPECTED = {
+    'fold_norm_affine': {'vision': {'layer_norms': 5, 'linears': 9},
+                         'prefix': {'rms_norms': 4, 'linears': 10}},
+    'merge_projections': {'vision': {'qkv': 2, 'linears_removed': 4},
+                          'prefix': {'qkv': 2, 'gate_up': 2, 'linears_removed': 6},
+                          'denoise': {'qkv': 2, 'gate_up': 2, 'linears_removed': 6}},
+    'precompute_time_conditioning': {'denoise': {'steps': 10, 'norms': 5}},
+    'remove_unread_work': {'prefix': {'final_norm': 1, 'kv_only_layers': [1]}},
+    'fold_euler_update': {'denoise': {'dt': -0.1, 'steps': 10}},
+    'fold_constants': {'prefix': {'rope_positions': [-1, 287]},
+                       'denoise': {'rope_positions': [0, 337], 'time_embedding_steps': 10}},
+}
+
+
+@pytest.fixture(scope='module')
+def stages():
+    """(graph, eager modules by node id, example values of one traced tick)."""
+    pipeline = build_pipeline(load_spec(SPEC))
+    values = {}
+    graph = trace_pipeline(pipeline, example_observation(pipeline.policy.norm_stats),
+                           export=False, values_out=values)
+    return graph, stage_modules(graph, pipeline.policy), values
+
+
+def _run(module, node, values) -> tuple:
+    args = [v if isinstance(v, torch.Tensor) else torch.as_tensor(v)
+            for v in (values[name] for name in node.inputs)]
+    with torch.no_grad():
+        out = module(*args)
+    return out if isinstance(out, tuple) else (out,)
+
+
+def _assert_same_outputs(graph, modules, optimised, values, atol=ATOL):
+    for node_id, module in optimised.items():
+        node = graph.node(node_id)
+        for name, got, want in zip(node.outputs, _run(module, node, values),
+                                   _run(modules[node_id], node, values)):
+            assert got.shape == want.shape and got.dtype == want.dtype, name
+            torch.testing.assert_close(got, want, atol=atol, rtol=0, msg=name)
+
+
+def _snapshot(modules) -> dict:
+    return {n: {k: v.clone() for k, v in m.state_dict().items()} for n, m in modules.items()}
+
+
+def _linears(module) -> int:
+    return sum(isinstance(m, torch.nn.Linear) for m in module.modules())
+
+
+def _params(module) -> int:
+    return sum(p.numel() for p in module.parameters())
+
+
+def test_lowering_alone_changes_no_bit(stages):
+    graph, modules, values = stages
+    lowered = {n: lower(copy.deepcopy(m)) for n, m in modules.items()}
+    _assert_same_outputs(graph, modules, lowered, values, atol=0.0)
+
+
+@pytest.mark.parametrize('name', PASS_NAMES)
+def test_each_pass_alone_keeps_outputs_and_reports(stages, name):
+    graph, modules, values = stages
+    before = _snapshot(modules)
+    optimised, results = run_passes(modules, {name: True})
+    result = results[name]
+    assert list(results) == [name] and result.changed
+    assert set(result.details) == set(EXPECTED[name])
+    for node_id, expected in EXPECTED[name].items():
+        assert expected.items() <= result.details[node_id].items(), result.details[node_id]
+    json.dumps(result.details, allow_nan=False)
+    for node_id, module in optimised.items():  # unchanged stages are handed on as they were
+        assert (module is modules[node_id]) == (node_id not in result.details)
+    _assert_same_outputs(graph, modules, optimised, values)
+    after = _snapshot(modules)
+    for node_id in before:  # the caller's modules are untouched
+        assert before[node_id].keys() == after[node_id].keys()
+        for key, tensor in before[node_id].items():
+            assert torch.equal(tensor, after[node_id][key]), f'{node_id}.{key}'
+
+
+def test_all_passes_keep_the_model_path(stages):
+    graph, modules, values = stages
+    optimised, results = run_passes(modules, {name: True for name in PASS_NAMES})
+    assert list(results) == list(PASS_NAMES) and all(r.changed for r in results.values())
+    _assert_same_outputs(graph, modules, optimised, values)
+    # chained: each optimised stage reads the previous optimised stage's outputs
+    chained = dict(values)
+    for node_id in ('vision', 'prefix', 'denoise'):
+        node = graph.node(node_id)
+        chained.update(zip(node.outputs, _run(optimised[node_id], node, chained)))
+    torch.testing.assert_close(chained['denoise.actions'], values['denoise.actions'],
+                               atol=ATOL, rtol=0)
+    # a second run changes nothing more
+    _, again = run_passes(optimised, {name: True for name in PASS_NAMES})
+    assert not any(r.changed for r in again.values())
+
+
+def test_passes_remove_linears_and_parameters(stages):
+    _, modules, _ = stages
+    merged, _ = run_passes(modules, {'merge_projections': True})
+    for node_id, drop in (('vision', 4), ('prefix', 6), ('denoise', 6)):
+        assert _linears(merged[node_id]) == _linears(modules[node_id]) - drop, node_id
+        assert _params(merged[node_id]) == _params(modules[node_id]), node_id
+    timed, _ = run_passes(modules, {'precompute_time_conditioning': True})
+    expert = modules['denoise']
+    time_params = sum(_params(m) for m in (expert.time_mlp_in, expert.time_mlp_out))
+    time_params += sum(_params(n.modulation) for n in expert.modules() if hasattr(n, 'modulation'))
+    assert _params(timed['denoise']) == _params(expert) - time_params
+    assert _linears(timed['denoise']) == _linears(expert) - 7  # time MLP + 5 modulations
+    pruned, results = run_passes(modules, {'remove_unread_work': True})
+    removed = results['remove_unread_work'].details['prefix']['parameters_removed']
+    assert removed > 0
+    assert _params(pruned['prefix']) == _params(modules['prefix']) - removed
+    assert 'final_norm.weight' not in pruned['prefix'].state_dict()
+
+
+def test_pass_names_and_order():
+    assert [p.__name__ for p in PASSES] == list(PASS_NAMES) == [
+        'fold_norm_affine', 'merge_projections', 'precompute_time_conditioning',
+        'remove_unread_work', 'fold_euler_update', 'fold_constants']
+    assert enabled_passes({'fold_constants': True, 'fold_norm_affine': True,
+                           'merge_projections': False}) == ('fold_norm_affine', 'fold_constants')
+    with pytest.raises(ValueError, match='fold_everything'):
+        enabled_passes({'fold_everything': True})
+
+
+def test_spec_passes_are_known_names_and_booleans():
+    assert load_spec(SPEC).passes == {}
+    assert load_spec(OPT_SPEC).passes == {name: True for name in PASS_NAMES}
+    with open(OPT_SPEC) as f:
+        raw = yaml.safe_load(f)
+    raw['passes']['fold_everything'] = True
+    with pytest.raises(SpecError, match='passes.fold_everything: unknown key'):
+        parse_spec(raw)
+    del raw['passes']['fold_everything']
+    raw['passes']['fold_constants'] = 'yes'
+    with pytest.raises(SpecError, match='passes.fold_constants: expected true or false'):
+        parse_spec(raw)
+
+
+# ---- one compile of the optimised spec -------------------------------------------------------
+
+@pytest.fixture(scope='session')
+def opt_artifact(tmp_path_factory):
+    out = tmp_path_factory.mktemp('artifact') / 'pi05_tiny_opt'
+    result = compile_spec(OPT_SPEC, str(out))
+    return result, str(out)
+
+
+def _json(root, rel):
+    with open(os.path.join(root, rel)) as f:
+        return json.load(f)
+
+
+def test_optimised_artifact_passes_parity_and_records_the_passes(opt_artifact, tiny_graph):
+    result, root = opt_artifact
+    assert result.parity_passed
+    parity = _json(root, 'evidence/parity.json')
+    assert parity['tolerance'] == {'atol': 1e-4, 'rtol': 1e-3}
+    assert parity['worst']['denoise.actions']['max_abs'] <= 1e-4
+    assert _json(root, 'plan.json')['passes'] == list(PASS_NAMES)
+    graph = Graph.from_json(open(os.path.join(root, 'graph.json')).read())
+    base, opt = tiny_graph.hashes(), graph.hashes()
+    for node in graph.nodes:
+        if node.kind != 'model':
+            assert opt[node.id] == base[node.id], node.id
+            assert 'passes' not in node.meta
+            continue
+        assert opt[node.id] != base[node.id], node.id
+        names = [p['name'] for p in node.meta['passes']]
+        assert names == node.attrs['passes'] and names == [
+            n for n in PASS_NAMES if node.id in EXPECTED[n]]
+        # the subgraph is exported from the optimised module: no RoPE or time sin/cos left
+        if node.id in ('prefix', 'denoise'):
+            ops = node.meta['op_counts']
+            assert 'aten.sin.default' not in ops and 'aten.cos.default' not in ops, ops
+    from safetensors import safe_open
+    with safe_open(os.path.join(root, 'weights', 'prefix.safetensors'), 'pt') as f:
+        keys = set(f.keys())
+    assert 'final_norm.weight' not in keys and 'rotary.cos' in keys
+    assert set(graph.node('prefix').weights) == keys
+
+
+def test_lamp_diff_shows_the_passes(opt_artifact, tiny_artifact):
+    from lamp_ros.whitebox.diff import diff_artifacts
+    _, root = opt_artifact
+    report = diff_artifacts(tiny_artifact, root)
+    changed = report['nodes_changed']
+    assert set(changed) == {'vision', 'prefix', 'denoise'}
+    for node_id in changed:
+        passes = changed[node_id]['attrs']['passes']
+        assert passes[0] is None and passes[1] == [n for n in PASS_NAMES
+                                                   if node_id in EXPECTED[n]]
+    assert report['weights_changed']  # folded / merged / precomputed tensors
