@@ -116,7 +116,9 @@ def test_encodings_and_bad_messages(tiny_artifact, make_harness):
     from sensor_msgs.msg import JointState
 
     from lamp_ros.node.convert import rgb_to_image
-    h = make_harness(tiny_artifact, sim=False)
+    # A generous max age: this test is about encodings and rejections, and 640x480 frames
+    # from a loaded test process can arrive late.
+    h = make_harness(tiny_artifact, sim=False, max_obs_age_s=1.5)
     try:
         cams, joints = _camera_publishers(h)
         rng = np.random.default_rng(0)
