@@ -34,6 +34,7 @@ EXPECTED = {
     'fold_euler_update': {'denoise': {'dt': -0.1, 'steps': 10}},
     'fold_constants': {'prefix': {'rope_positions': [-1, 287]},
                        'denoise': {'rope_positions': [0, 337], 'time_embedding_steps': 10}},
+    'fuse_attention': {'prefix': {'attention_layers': 2}, 'denoise': {'attention_layers': 2}},
 }
 
 
@@ -142,7 +143,7 @@ def test_passes_remove_linears_and_parameters(stages):
 def test_pass_names_and_order():
     assert [p.__name__ for p in PASSES] == list(PASS_NAMES) == [
         'fold_norm_affine', 'merge_projections', 'precompute_time_conditioning',
-        'remove_unread_work', 'fold_euler_update', 'fold_constants']
+        'remove_unread_work', 'fold_euler_update', 'fold_constants', 'fuse_attention']
     assert enabled_passes({'fold_constants': True, 'fold_norm_affine': True,
                            'merge_projections': False}) == ('fold_norm_affine', 'fold_constants')
     with pytest.raises(ValueError, match='fold_everything'):

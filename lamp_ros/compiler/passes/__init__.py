@@ -12,6 +12,7 @@ from lamp_ros.compiler.passes.base import PassResult
 from lamp_ros.compiler.passes.fold_constants import fold_constants
 from lamp_ros.compiler.passes.fold_euler_update import fold_euler_update
 from lamp_ros.compiler.passes.fold_norm_affine import fold_norm_affine
+from lamp_ros.compiler.passes.fuse_attention import fuse_attention
 from lamp_ros.compiler.passes.merge_projections import merge_projections
 from lamp_ros.compiler.passes.precompute_time_conditioning import precompute_time_conditioning
 from lamp_ros.compiler.passes.remove_unread_work import remove_unread_work
@@ -29,6 +30,8 @@ PASSES = [
     fold_euler_update,
     # RoPE tables, the embedding scale, the time embedding if still computed
     fold_constants,
+    # attention as one scaled_dot_product_attention call per layer
+    fuse_attention,
 ]
 PASS_NAMES = tuple(p.__name__ for p in PASSES)
 

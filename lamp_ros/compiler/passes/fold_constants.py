@@ -20,7 +20,7 @@ from lamp_ros.policies.pi05 import posemb_sincos
 
 def _rotary(stage, first: int, last: int, found: dict) -> None:
     if stage.rotary.cos is None:
-        stage.rotary.fold(first, last)
+        stage.rotary.fold(first, last, next(stage.parameters()).device)
         found['rope_positions'] = [first, last]
 
 

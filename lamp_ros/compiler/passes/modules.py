@@ -118,10 +118,12 @@ class Rotary(nn.Module):
         self.register_buffer('cos', None)
         self.register_buffer('sin', None)
 
-    def fold(self, first: int, last: int) -> None:
-        """Tabulate cos/sin for positions first..last with the very ops `gemma.rope` runs."""
-        freq = self.base ** (-torch.arange(self.half, dtype=torch.float32) / self.half)
-        angle = torch.arange(first, last + 1).float()[:, None] * freq
+    def fold(self, first: int, last: int, device=None) -> None:
+        """Tabulate cos/sin for positions first..last with the very ops `gemma.rope` runs,
+        on the device the stage runs on (a CPU table in a GPU graph would not export)."""
+        freq = self.base ** (-torch.arange(self.half, dtype=torch.float32, device=device)
+                             / self.half)
+        angle = torch.arange(first, last + 1, device=device).float()[:, None] * freq
         self.cos, self.sin, self.first = angle.cos(), angle.sin(), first
 
     def forward(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
@@ -142,6 +144,7 @@ class Attention(nn.Module):
         self.cfg = cfg
         self.in_proj = in_proj
         self.o_proj = o_proj
+        self.fused = False  # fuse_attention: one scaled_dot_product_attention call
 
     def project(self, x: torch.Tensor, positions: torch.Tensor, rotary: Rotary) -> dict:
         """{'q': (b, n, heads, d), 'k', 'v': (b, n, kv_heads, d)}, q and k rotated."""
@@ -155,8 +158,20 @@ class Attention(nn.Module):
         return out
 
     def attend(self, q, k, v, mask: torch.Tensor) -> torch.Tensor:
-        # The eager layer's own code (it only reads self.o_proj): the same math by construction.
-        return gemma.Attention.attend(self, q, k, v, mask)
+        if not self.fused:
+            # The eager layer's own code (it only reads self.o_proj): the same math.
+            return gemma.Attention.attend(self, q, k, v, mask)
+        b, n, heads, d = q.shape
+        groups = heads // k.shape[2]
+        qh, kh, vh = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+        if groups > 1:  # the shared K/V head, broadcast to every query head
+            kh, vh = kh.repeat_interleave(groups, 1), vh.repeat_interleave(groups, 1)
+        # An additive mask with the eager code's finite fill: a fully masked row (a padding
+        # query) gets a uniform softmax, as there, instead of NaN.
+        bias = torch.zeros(mask.shape, dtype=q.dtype, device=q.device)
+        bias = bias.masked_fill(~mask, torch.finfo(q.dtype).min)[:, None]
+        out = F.scaled_dot_product_attention(qh, kh, vh, attn_mask=bias)
+        return self.o_proj(out.transpose(1, 2).reshape(b, n, heads * d))
 
 
 class GeGLU(nn.Module):
