@@ -54,3 +54,10 @@ def test_missing_file_and_bad_yaml(tmp_path):
     bad.write_text('name: [unclosed')
     with pytest.raises(SpecError, match='not valid YAML'):
         load_spec(str(bad))
+
+
+def test_full_and_gpu_specs_load():
+    full = load_spec('config/specs/pi05_full.yaml')
+    assert full.target == 'cuda' and full.policy['preset'] == 'pi05_full'
+    assert {full.choice(op).precision for op in ('vision', 'prefix', 'denoise')} == {'bf16'}
+    assert load_spec('config/specs/pi05_tiny_cuda.yaml').choice('denoise').backend == 'cuda'
