@@ -7,8 +7,10 @@ rtol * |b|). No wall clock is involved.
 When the bag holds the node's /vla_policy/command_latency messages (one per command, with the
 header stamp of every input the node used), each tick is rebuilt from exactly those messages
 and held ticks are held: a replay of a `sync` node's recording is then exact, although the
-recorder received the messages in its own order. Without them, inputs are taken in the bag's
-receive order. Recordings of an `async` node differ where a chunk arrived late.
+recorder received the messages in its own order. An input the recorder dropped (sensor topics
+are best effort) is replaced by the newest older one and counted (`inputs_substituted`).
+Without those messages, inputs are taken in the bag's receive order. Recordings of an `async`
+node differ where a chunk arrived late.
 `localize` runs two artifacts side by side on the same ticks and names the first node, in
 topological order, whose output differs.
 """
@@ -127,26 +129,26 @@ def _by_stamp(messages, layout) -> dict:
     return index
 
 
-def _feed_stamped(engine, index, stamps, layout, now: float) -> bool:
-    """Give the engine exactly the inputs the node used; False if one is not in the bag."""
-    chosen = {}
+def _feed_stamped(engine, index, stamps, layout, now: float) -> int:
+    """Give the engine the inputs the node used, found by header stamp; returns how many had
+    to be substituted by the newest older message of the same input (the recorder can drop
+    best-effort sensor messages the node received). Exact when it returns 0."""
+    substituted = 0
     for key, stamp in stamps.items():
-        if key in ('fresh', 'tick', 'unknown'):
+        if key in ('fresh', 'tick', 'unknown') or stamp != stamp:
             continue
-        message = index.get((key, int(round(stamp * 1e9))))
-        if message is None:  # float64 seconds lose some ns: look one tick of rounding away
-            near = [m for (k, s), m in index.items()
-                    if k == key and abs(s - stamp * 1e9) < 2e3]
-            message = near[0] if near else None
-        if message is None:
-            return False
-        chosen[key] = message
-    for key, message in chosen.items():
+        want = stamp * 1e9
+        candidates = [(s, m) for (k, s), m in index.items() if k == key and s <= want + 2e3]
+        if not candidates:
+            substituted += 1
+            continue
+        found, message = max(candidates, key=lambda c: c[0])
+        substituted += abs(found - want) > 2e3  # float64 seconds lose a few ns
         if key == 'joints':
             engine.on_joints(message.decode(), now)
         else:
             engine.on_image(key, message.decode(), now, layout['cameras'][key][1])
-    return True
+    return substituted
 
 
 def replay(bag: str, artifact: str, prompt: str = DEFAULT_PROMPT, atol: float = 1e-5,
@@ -172,14 +174,15 @@ def replay(bag: str, artifact: str, prompt: str = DEFAULT_PROMPT, atol: float = 
     first = tick_msgs[0].t_ns * 1e-9 if first is None or first != first else first
     engine.start(first - 1.0 / runtime.rate_hz)
     index = _by_stamp(messages, layout) if stamped else None
-    produced, times, recorded = [], [], []
+    produced, times, recorded, substituted = [], [], [], 0
     for message in messages:
         now = message.t_ns * 1e-9
         if message.topic == layout['command']:
             if stamped:
                 used = stamped[len(produced)]
                 tick_now = used['tick'] if used.get('tick') == used.get('tick') else now
-                if used['fresh'] and _feed_stamped(engine, index, used, layout, tick_now):
+                if used['fresh']:
+                    substituted += _feed_stamped(engine, index, used, layout, tick_now)
                     result = engine.tick(tick_now)
                 else:
                     result = engine.fault('held', 'held in the recording')
@@ -196,6 +199,7 @@ def replay(bag: str, artifact: str, prompt: str = DEFAULT_PROMPT, atol: float = 
     report = compare_commands(produced, expected if golden else recorded, atol, rtol, times)
     report.update(mode='deterministic', atol=atol, rtol=rtol, bag=bag,
                   inputs='by recorded stamps' if stamped else 'by receive order',
+                  inputs_substituted=substituted,
                   artifact_id=runtime.id, produced=produced)
     return report
 
