@@ -164,6 +164,10 @@ class OrtRunner:
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        # No busy-waiting worker threads: on a robot computer the control loop, the drivers and
+        # the inference share the cores, and spinning threads steal the control tick's time.
+        options.add_session_config_entry('session.intra_op.allow_spinning', '0')
+        options.add_session_config_entry('session.inter_op.allow_spinning', '0')
         if profile_prefix:
             options.enable_profiling = True
             options.profile_file_prefix = profile_prefix

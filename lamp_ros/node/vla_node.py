@@ -314,7 +314,12 @@ def main(args=None) -> None:
             executor = MultiThreadedExecutor(num_threads=4)
             executor.add_node(node)
             autostart(node)
-            executor.spin()
+            try:
+                executor.spin()
+            except Exception:
+                if node.context.ok():
+                    raise
+                # SIGTERM shut the context down under a running wait: a normal stop
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
 

@@ -67,6 +67,19 @@ def posemb_sincos(t: torch.Tensor, dim: int, min_period: float = 4e-3,
     return torch.cat([angle.sin(), angle.cos()], dim=-1)
 
 
+def suffix_attention(prefix_mask: torch.Tensor, horizon: int):
+    """(mask (b, horizon, T + horizon), positions (b, horizon)) of the action tokens: they see
+    every valid prefix token and each other (one new causal block), positioned after the
+    prefix's valid tokens."""
+    b = prefix_mask.shape[0]
+    suffix = torch.ones(b, horizon, dtype=torch.bool, device=prefix_mask.device)
+    mask = torch.cat([prefix_mask[:, None, :].expand(b, horizon, -1),
+                      suffix[:, None, :].expand(b, horizon, -1)], dim=2)
+    positions = prefix_mask.long().sum(-1, keepdim=True) + torch.arange(
+        horizon, device=prefix_mask.device)[None, :]
+    return mask, positions
+
+
 class ActionExpert(nn.Module):
     """Gemma-300M-shaped expert with adaRMS time conditioning; integrates the flow with Euler."""
 
@@ -87,15 +100,10 @@ class ActionExpert(nn.Module):
 
     def velocity(self, x_t, t, k_cache, v_cache, prefix_mask):
         """One evaluation of the velocity field v(x_t, t | prefix) -> (b, horizon, action_dim)."""
-        b, horizon, _ = x_t.shape
+        horizon = x_t.shape[1]
         cond = self.time_condition(t)
         x = self.action_in_proj(x_t)
-        suffix_mask = torch.ones(b, horizon, dtype=torch.bool, device=x_t.device)
-        # Suffix tokens see every valid prefix token and each other (one new causal block).
-        mask = torch.cat([prefix_mask[:, None, :].expand(b, horizon, -1),
-                          suffix_mask[:, None, :].expand(b, horizon, -1)], dim=2)
-        positions = prefix_mask.long().sum(-1, keepdim=True) + torch.arange(
-            horizon, device=x_t.device)[None, :]
+        mask, positions = suffix_attention(prefix_mask, horizon)
         for i, layer in enumerate(self.layers):
             h, gate = layer.input_norm(x, cond)
             q, k, v = layer.attn.qkv(h, positions)

@@ -13,7 +13,8 @@ from torch import nn
 from torch.nn import functional as F
 
 from lamp_ros.policies.gemma import make_attention_mask
-from lamp_ros.policies.pi05 import posemb_sincos
+from lamp_ros.policies.pi05 import posemb_sincos, suffix_attention
+from lamp_ros.policies.siglip import VisionEncoder
 
 
 class VisionStage(nn.Module):
@@ -32,13 +33,8 @@ class VisionStage(nn.Module):
         return [('post_norm', [self.projector])]
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
-        lead = images.shape[:-3]
-        images = images.reshape(-1, *images.shape[-3:]).to(self.patch_embed.weight.dtype)
-        x = self.patch_embed(images.permute(0, 3, 1, 2))  # NHWC -> NCHW for the conv
-        x = x.flatten(2).transpose(1, 2) + self.pos_embed  # (N, patches, width)
-        for block in self.blocks:
-            x = block(x)
-        return self.projector(self.post_norm(x)).reshape(*lead, x.shape[1], -1)
+        # The eager encoder's own code over the same attribute names: the same math.
+        return VisionEncoder.forward(self, images)
 
 
 class PrefixStage(nn.Module):
@@ -124,13 +120,9 @@ class ExpertStage(nn.Module):
 
     def velocity(self, x_t, cond, k_cache, v_cache, prefix_mask):
         """v(x_t, t | prefix), times dt once the Euler update is folded."""
-        b, horizon, _ = x_t.shape
+        horizon = x_t.shape[1]
         x = self.action_in_proj(x_t)
-        suffix_mask = torch.ones(b, horizon, dtype=torch.bool, device=x_t.device)
-        mask = torch.cat([prefix_mask[:, None, :].expand(b, horizon, -1),
-                          suffix_mask[:, None, :].expand(b, horizon, -1)], dim=2)
-        positions = prefix_mask.long().sum(-1, keepdim=True) + torch.arange(
-            horizon, device=x_t.device)[None, :]
+        mask, positions = suffix_attention(prefix_mask, horizon)
         for i, layer in enumerate(self.layers):
             h, gate = layer.input_norm(x, cond)
             p = layer.attn.project(h, positions, self.rotary)
