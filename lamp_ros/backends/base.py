@@ -69,3 +69,4 @@ class LoadContext:
     state: object          # runtime StateStore
     arena: object = None   # runtime Arena: planned views for values (None: allocate freely)
     profiler: object = None  # runtime Profiler: per-node timings where a backend can give them
+    threads: int = 0       # CPU threads a backend may use for one group (0: its default)

@@ -212,4 +212,4 @@ class OrtRunner:
 
 
 def load(group, ctx):
-    return OrtRunner(group, ctx.root, ctx.device)
+    return OrtRunner(group, ctx.root, ctx.device, threads=ctx.threads)

@@ -32,6 +32,8 @@ PARAMETERS = {
     'clamp_max_step': (0.0, 'override: max change per tick for every joint; 0: artifact'),
     'on_fault': ('hold', 'hold (repeat the last safe command) or silent (publish nothing)'),
     'execution': ('async', 'async (inference in a worker, ticks never wait) or sync'),
+    'inference_threads': (1, 'CPU threads for compiled groups; leave cores to the control '
+                             'loop and the drivers (0: all cores)'),
     'autostart': (False, 'configure and activate by itself (no lifecycle manager)'),
 }
 
@@ -49,7 +51,8 @@ def check(name: str, value) -> str:
         return f'{name}: {value!r} not in {CHOICES[name]}'
     if name in POSITIVE and not value > 0:
         return f'{name}: must be > 0, got {value}'
-    if name in ('chunk_replan_at', 'smoothing_alpha', 'clamp_max_step') and value < 0:
+    if name in ('chunk_replan_at', 'smoothing_alpha', 'clamp_max_step',
+                'inference_threads') and value < 0:
         return f'{name}: must be >= 0 (0 keeps the artifact value), got {value}'
     if name == 'cameras':
         bad = [c for c in value if c.count('=') != 1 or not all(c.split('='))]

@@ -77,7 +77,8 @@ class VlaNode(LifecycleNode):
             if reason:
                 raise ValueError(reason)
         self.runtime = Runtime.load(cfg.artifact, device=cfg.device or None,
-                                    execution=cfg.execution, overrides=cfg.overrides())
+                                    execution=cfg.execution, overrides=cfg.overrides(),
+                                    threads=cfg.inference_threads)
         artifact_joints = list(self.runtime.joint_names)
         joints = [j for j in cfg.joint_names if j] or artifact_joints
         if joints != artifact_joints:

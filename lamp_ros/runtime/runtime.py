@@ -93,11 +93,14 @@ class Runtime:
 
     @classmethod
     def load(cls, path: str, device: str | None = None, execution: str = 'sync',
-             profile_window: int = 1000, overrides: dict | None = None) -> 'Runtime':
+             profile_window: int = 1000, overrides: dict | None = None,
+             threads: int = 0) -> 'Runtime':
         """Open, verify and load an artifact; refuse with the reason when anything is off.
 
         overrides: {node id: {attr: value}} for stateful post-processing (chunker, smoother,
         clamp) set by the deployment (node parameters); validated by the operators themselves.
+        threads: CPU threads per compiled group (0: the backend's default, all cores); a robot
+        leaves a core to its control loop.
         """
         artifact = apply_overrides(open_artifact(path), overrides or {})
         target = artifact.manifest['target']
@@ -109,7 +112,7 @@ class Runtime:
         state = StateStore(arena)
         profiler = Profiler(window=profile_window)
         ctx = LoadContext(artifact.root, artifact.graph, device, artifact.resources, state,
-                          arena, profiler)
+                          arena, profiler, threads)
         runners = []
         for group in artifact.plan.groups:
             try:
