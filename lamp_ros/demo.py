@@ -1,11 +1,15 @@
 """The README's main job: the tiny artifact driving the simulated robot through the ROS node.
 
-Builds artifacts/pi05_tiny when missing (or stale against the spec), starts the simulated arm
-and vla_node (autostart) in one process over DDS on localhost, runs for `seconds`, and prints
-the achieved rate, latency percentiles, the node's diagnostics and a few commands.
+Builds artifacts/pi05_tiny when missing (or when it does not verify), starts vla_node
+(autostart) in its own process as on a robot, and the simulated arm here, over DDS on
+localhost; runs for `seconds`, then prints the rate, latency percentiles, the node's
+diagnostics and a few commands.
 """
 
 import os
+import signal
+import subprocess
+import sys
 import threading
 import time
 
@@ -38,70 +42,85 @@ def ensure_artifact(console: Console, spec: str = SPEC, out: str = ARTIFACT) -> 
 
 
 def run_demo(seconds: float = 10.0, execution: str = 'async') -> int:
+    """vla_node in its own process (as on a robot); the simulated arm and a probe here."""
     os.environ.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')
     console = Console()
     artifact = ensure_artifact(console)
 
     import rclpy
+    from diagnostic_msgs.msg import DiagnosticArray
     from rclpy.executors import MultiThreadedExecutor
     from rclpy.node import Node
-    from rclpy.parameter import Parameter
     from std_msgs.msg import Float64MultiArray
     from trajectory_msgs.msg import JointTrajectory
 
-    from lamp_ros.node.vla_node import autostart, VlaNode
     from lamp_ros.sim.robot import SimRobot
 
-    commands, latency = [], []
-    with rclpy.init():
-        sim = SimRobot()
-        node = VlaNode(parameter_overrides=[
-            Parameter('artifact', value=artifact), Parameter('autostart', value=True),
-            Parameter('execution', value=execution)])
-        probe = Node('demo_probe')
-        probe.create_subscription(JointTrajectory, '/vla_policy/joint_trajectory',
-                                  lambda m: commands.append((time.monotonic(), m)), 50)
-        probe.create_subscription(Float64MultiArray, '/vla_policy/command_latency',
-                                  lambda m: latency.append(list(m.data)), 50)
-        executor = MultiThreadedExecutor(num_threads=4)
-        for n in (sim, node, probe):
-            executor.add_node(n)
-        thread = threading.Thread(target=executor.spin, daemon=True)
-        thread.start()
-        if not autostart(node):
-            console.print('[red]the node did not start; see the log above[/]')
-            return 1
-        console.print(f'running the simulated arm for {seconds:.0f} s '
-                      f'({execution} inference, 22 Hz)...')
-        time.sleep(seconds)
-        report = node.report()
-        node.trigger_deactivate()
-        executor.shutdown()
-    _print_summary(console, commands, latency, report, sim)
+    node = subprocess.Popen([sys.executable, '-m', 'lamp_ros.node.vla_node', '--ros-args',
+                             '-p', f'artifact:={artifact}', '-p', 'autostart:=true',
+                             '-p', f'execution:={execution}'])
+    commands, latency, diagnostics = [], [], []
+    try:
+        with rclpy.init():
+            sim = SimRobot()
+            probe = Node('demo_probe')
+            probe.create_subscription(JointTrajectory, '/vla_policy/joint_trajectory',
+                                      lambda m: commands.append((time.monotonic(), m)), 50)
+            probe.create_subscription(Float64MultiArray, '/vla_policy/command_latency',
+                                      lambda m: latency.append(list(m.data)), 50)
+            probe.create_subscription(DiagnosticArray, '/diagnostics',
+                                      lambda m: diagnostics.append(m.status[0]), 10)
+            executor = MultiThreadedExecutor(num_threads=3)
+            executor.add_node(sim)
+            executor.add_node(probe)
+            thread = threading.Thread(target=executor.spin, daemon=True)
+            thread.start()
+            end = time.monotonic() + 30
+            while not commands and time.monotonic() < end and node.poll() is None:
+                time.sleep(0.1)
+            if not commands:
+                console.print('[red]no command from vla_node; see its log above[/]')
+                return 1
+            console.print(f'running the simulated arm for {seconds:.0f} s '
+                          f'({execution} inference, 22 Hz)...')
+            time.sleep(seconds)
+            executor.shutdown()
+            followed = sim.commands
+    finally:
+        node.send_signal(signal.SIGINT)
+        try:
+            node.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            node.kill()
+    _print_summary(console, commands, latency, diagnostics, followed)
     return 0
 
 
-def _print_summary(console, commands, latency, report, sim) -> None:
+def _print_summary(console, commands, latency, diagnostics, followed) -> None:
     times = np.array([t for t, _ in commands])
     steady = times[times > times[0] + 2.0] if times.size else times
     rate = (len(steady) - 1) / (steady[-1] - steady[0]) if len(steady) > 2 else 0.0
     fresh = [row for row in latency if row[4] == 1.0]
     e2e = np.array([row[1] for row in fresh]) * 1e3
     compute = np.array([row[2] for row in fresh]) * 1e3
-    console.print(f'[bold]commands[/]: {len(commands)} published, achieved '
-                  f'{rate:.2f} Hz (target 22.00); the arm followed {sim.commands} of them')
+    console.print(f'[bold]commands[/]: {len(commands)} received, {rate:.2f} Hz (target '
+                  f'22.00); the arm followed {followed} of them')
     if e2e.size:
         console.print('[bold]latency[/] (camera stamp -> command): p50 '
                       f'{np.percentile(e2e, 50):.1f} ms, p90 {np.percentile(e2e, 90):.1f} ms, '
                       f'p99 {np.percentile(e2e, 99):.1f} ms; tick compute p50 '
                       f'{np.percentile(compute, 50):.2f} ms')
-    p = report['profile']
-    if p['inference']:
-        console.print(f'[bold]inference[/] (worker): p50 {p["inference"]["p50_ms"]:.1f} ms, '
-                      f'p99 {p["inference"]["p99_ms"]:.1f} ms over {p["inference"]["count"]}'
-                      f' chunks; deadline misses {p["deadline_misses"]}, stale ticks '
-                      f'{report["stale_ticks"]}, rejected inputs {report["rejected_total"]}')
-    console.print(f'[bold]diagnostics[/]: {report["level"]} - {report["message"]}')
+    if diagnostics:
+        status = diagnostics[-1]
+        v = {kv.key: kv.value for kv in status.values}
+        level = {b'\x00': 'OK', b'\x01': 'WARN', b'\x02': 'ERROR', b'\x03': 'STALE'}
+        console.print(f'[bold]node[/] (its own clock): {v.get("achieved_rate_hz")} Hz, '
+                      f'inference p50 {v.get("inference_p50_ms")} ms / p99 '
+                      f'{v.get("inference_p99_ms")} ms, deadline misses '
+                      f'{v.get("deadline_misses")}, stale ticks {v.get("stale_ticks")}, '
+                      f'rejected inputs {v.get("rejected_messages")}')
+        console.print(f'[bold]diagnostics[/]: {level.get(status.level, "?")} - '
+                      f'{status.message}')
     if commands:
         msg = commands[-1][1]
         table = Table(title='last commands (JointTrajectory, rad / m)')
