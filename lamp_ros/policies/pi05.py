@@ -23,6 +23,18 @@ from lamp_ros.policies.gemma import (AdaRMSNorm, ExpertLayer, GemmaLayer, make_a
 from lamp_ros.policies.siglip import VisionEncoder
 
 
+def assemble_prefix(image_tokens, image_mask, text, token_mask):
+    """[image tokens, text embeddings] -> (x (b, T, w), prefix_mask (b, T), attention mask
+    (b, T, T), positions (b, T)). pi0.5: the whole prefix is one bidirectional block."""
+    b, cams, patches, w = image_tokens.shape
+    x = torch.cat([image_tokens.reshape(b, cams * patches, w).to(text.dtype), text], dim=1)
+    img_token_mask = image_mask[:, :, None].expand(b, cams, patches).reshape(b, -1)
+    prefix_mask = torch.cat([img_token_mask, token_mask], dim=1)
+    attn_mask = make_attention_mask(prefix_mask, torch.zeros_like(prefix_mask))
+    positions = torch.cumsum(prefix_mask.long(), dim=1) - 1
+    return x, prefix_mask, attn_mask, positions
+
+
 class PrefixEncoder(nn.Module):
     """Gemma prefix over [image tokens, text tokens]; returns what the expert reads: K, V, mask."""
 
@@ -38,14 +50,9 @@ class PrefixEncoder(nn.Module):
         """image_tokens (b, cams, patches, w), image_mask (b, cams) bool, token_ids (b, L) int,
         token_mask (b, L) bool -> k_cache, v_cache (depth, b, T, kv_heads, d), prefix_mask (b, T).
         """
-        b, cams, patches, w = image_tokens.shape
         text = self.embed(token_ids) * math.sqrt(self.cfg.llm.width)
-        x = torch.cat([image_tokens.reshape(b, cams * patches, w).to(text.dtype), text], dim=1)
-        img_token_mask = image_mask[:, :, None].expand(b, cams, patches).reshape(b, -1)
-        prefix_mask = torch.cat([img_token_mask, token_mask], dim=1)
-        # pi0.5: the whole prefix is one bidirectional block.
-        attn_mask = make_attention_mask(prefix_mask, torch.zeros_like(prefix_mask))
-        positions = torch.cumsum(prefix_mask.long(), dim=1) - 1
+        x, prefix_mask, attn_mask, positions = assemble_prefix(image_tokens, image_mask, text,
+                                                               token_mask)
         ks, vs = [], []
         for layer in self.layers:
             h = layer.input_norm(x)

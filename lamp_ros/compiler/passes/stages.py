@@ -12,8 +12,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from lamp_ros.policies.gemma import make_attention_mask
-from lamp_ros.policies.pi05 import posemb_sincos, suffix_attention
+from lamp_ros.policies.pi05 import assemble_prefix, posemb_sincos, suffix_attention
 from lamp_ros.policies.siglip import VisionEncoder
 
 
@@ -50,15 +49,11 @@ class PrefixStage(nn.Module):
         self.rotary = rotary
 
     def forward(self, image_tokens, image_mask, token_ids, token_mask):
-        b, cams, patches, w = image_tokens.shape
         text = self.embed(token_ids)
         if self.embed_scale is not None:
             text = text * self.embed_scale
-        x = torch.cat([image_tokens.reshape(b, cams * patches, w).to(text.dtype), text], dim=1)
-        img_token_mask = image_mask[:, :, None].expand(b, cams, patches).reshape(b, -1)
-        prefix_mask = torch.cat([img_token_mask, token_mask], dim=1)
-        attn_mask = make_attention_mask(prefix_mask, torch.zeros_like(prefix_mask))
-        positions = torch.cumsum(prefix_mask.long(), dim=1) - 1
+        x, prefix_mask, attn_mask, positions = assemble_prefix(image_tokens, image_mask, text,
+                                                               token_mask)
         ks, vs = [], []
         for layer in self.layers:
             p = layer.attn.project(layer.input_norm(x), positions, self.rotary)
