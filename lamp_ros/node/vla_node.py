@@ -195,8 +195,9 @@ class VlaNode(LifecycleNode):
         self._reported = (0, 0)
 
     def _on_tick(self) -> None:
+        now = self._now()
         try:
-            result = self.engine.tick(self._now())
+            result = self.engine.tick(now)
         except Exception as exc:  # never let a tick kill the node
             self.get_logger().error(f'tick failed: {exc}\n{traceback.format_exc()}')
             result = self.engine.fault('error', f'{type(exc).__name__}: {exc}')
@@ -208,7 +209,7 @@ class VlaNode(LifecycleNode):
             t = self._now() - self.engine.t0
             points += list(self.runtime.lookahead(t, self.config.points_per_command - 1))
         self._publish(points)
-        self._publish_latency(result)
+        self._publish_latency(result, now)
 
     def _set_fault(self, kind: str, reason: str) -> None:
         if kind and reason != self._fault[1]:
@@ -228,7 +229,7 @@ class VlaNode(LifecycleNode):
         self._published += 1
         self._publish_times.append(time.monotonic())
 
-    def _publish_latency(self, result) -> None:
+    def _publish_latency(self, result, now: float) -> None:
         """One message per published command (same order): when its inputs were taken, the
         latency, and the header stamp of every input used, so a replay can rebuild the exact
         observation (layout in LATENCY_LAYOUT; NaN for held commands)."""
@@ -239,7 +240,7 @@ class VlaNode(LifecycleNode):
         stamps = result.stamps or {}
         values = [result.stamp if result.fresh else nan, e2e, result.compute_s,
                   float(result.fresh and self.runtime.last_inferred), float(result.fresh),
-                  result.now if result.fresh else nan, stamps.get('joints', nan)]
+                  now, stamps.get('joints', nan)]
         values += [stamps.get(slot, nan) for slot in self.engine.inputs.slots]
         label = ','.join([*LATENCY_LAYOUT, *(f'stamp.{s}' for s in self.engine.inputs.slots)])
         self._lamp_pubs['latency'].publish(convert.float_array(values, label))
