@@ -28,7 +28,8 @@ from lamp_ros.node.params import check, NodeConfig, PARAMETERS
 
 SUCCESS, FAILURE = TransitionCallbackReturn.SUCCESS, TransitionCallbackReturn.FAILURE
 LATENCY_LAYOUT = ('input_stamp_s', 'e2e_latency_s', 'compute_s', 'inferred', 'fresh',
-                  'tick_s', 'stamp.joints')  # then stamp.<slot> per camera, `cameras` order
+                  'tick_s', 'episode_start_s', 'command_index',
+                  'stamp.joints')  # then stamp.<slot> per camera, `cameras` order
 
 
 class VlaNode(LifecycleNode):
@@ -240,7 +241,7 @@ class VlaNode(LifecycleNode):
         stamps = result.stamps or {}
         values = [result.stamp if result.fresh else nan, e2e, result.compute_s,
                   float(result.fresh and self.runtime.last_inferred), float(result.fresh),
-                  now, stamps.get('joints', nan)]
+                  now, self.engine.t0, float(self._published - 1), stamps.get('joints', nan)]
         values += [stamps.get(slot, nan) for slot in self.engine.inputs.slots]
         label = ','.join([*LATENCY_LAYOUT, *(f'stamp.{s}' for s in self.engine.inputs.slots)])
         self._lamp_pubs['latency'].publish(convert.float_array(values, label))

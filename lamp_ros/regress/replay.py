@@ -111,7 +111,9 @@ def observation_stamps(messages, layout, n_ticks: int):
         values = dict(zip(label, row.data))
         stamps = {k.removeprefix('stamp.'): v for k, v in values.items()
                   if k.startswith('stamp.')}
-        out.append({'fresh': values['fresh'] == 1.0, 'tick': values.get('tick_s'), **stamps})
+        out.append({'fresh': values['fresh'] == 1.0, 'tick': values.get('tick_s'),
+                    'episode_start': values.get('episode_start_s'),
+                    'index': values.get('command_index'), **stamps})
     if len(out) < n_ticks:
         out.append({'fresh': False, 'tick': None, 'unknown': True})
     return out
@@ -135,7 +137,7 @@ def _feed_stamped(engine, index, stamps, layout, now: float) -> int:
     best-effort sensor messages the node received). Exact when it returns 0."""
     substituted = 0
     for key, stamp in stamps.items():
-        if key in ('fresh', 'tick', 'unknown') or stamp != stamp:
+        if key in ('fresh', 'tick', 'episode_start', 'index', 'unknown') or stamp != stamp:
             continue
         want = stamp * 1e9
         candidates = [(s, m) for (k, s), m in index.items() if k == key and s <= want + 2e3]
@@ -172,7 +174,13 @@ def replay(bag: str, artifact: str, prompt: str = DEFAULT_PROMPT, atol: float = 
     stamped = observation_stamps(messages, layout, len(tick_msgs))
     first = stamped[0].get('tick') if stamped else None
     first = tick_msgs[0].t_ns * 1e-9 if first is None or first != first else first
-    engine.start(first - 1.0 / runtime.rate_hz)
+    episode_start = stamped[0].get('episode_start') if stamped else None
+    if episode_start is None or episode_start != episode_start:
+        episode_start = first - 1.0 / runtime.rate_hz  # the node ticks one period after start
+    # A recorder that subscribed after the node's first commands cannot replay the episode's
+    # state (chunk, smoother, noise counter) exactly: said in the report, not hidden.
+    mid_episode = bool(stamped and (stamped[0].get('index') or 0) > 0)
+    engine.start(episode_start)
     index = _by_stamp(messages, layout) if stamped else None
     produced, times, recorded, substituted = [], [], [], 0
     for message in messages:
@@ -199,7 +207,7 @@ def replay(bag: str, artifact: str, prompt: str = DEFAULT_PROMPT, atol: float = 
     report = compare_commands(produced, expected if golden else recorded, atol, rtol, times)
     report.update(mode='deterministic', atol=atol, rtol=rtol, bag=bag,
                   inputs='by recorded stamps' if stamped else 'by receive order',
-                  inputs_substituted=substituted,
+                  inputs_substituted=substituted, starts_mid_episode=mid_episode,
                   artifact_id=runtime.id, produced=produced)
     return report
 

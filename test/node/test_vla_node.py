@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from lamp_ros.node.diagnostics import PROFILE_LAYOUT
+from lamp_ros.node.vla_node import LATENCY_LAYOUT
 
 pytestmark = pytest.mark.ros
 
@@ -82,10 +83,14 @@ def test_diagnostics_and_numeric_profile(harness):
     assert len(profile.data) == len(PROFILE_LAYOUT)
     assert profile.layout.dim[0].label == ','.join(PROFILE_LAYOUT)
     assert 15.0 < profile.data[0] < 30.0  # achieved rate
-    latency = h.latency[-1].data
-    assert len(latency) == 10 and h.latency[-1].layout.dim[0].label.startswith('input_stamp_s')
-    assert latency[4] == 1.0 and 0 < latency[1] < 2.0  # a fresh command; e2e seconds
-    assert all(latency[0] <= v for v in latency[7:10])  # input stamp = oldest camera stamp
+    label = h.latency[-1].layout.dim[0].label.split(',')
+    cameras = [f'stamp.{slot}' for slot in ('base', 'left_wrist', 'right_wrist')]
+    assert label == [*LATENCY_LAYOUT, *cameras]
+    latency = dict(zip(label, h.latency[-1].data))
+    assert latency['fresh'] == 1.0 and 0 < latency['e2e_latency_s'] < 2.0  # e2e seconds
+    # input stamp = the oldest camera stamp; the episode began before this tick
+    assert all(latency['input_stamp_s'] <= latency[c] for c in cameras)
+    assert latency['episode_start_s'] < latency['tick_s'] and latency['command_index'] > 20
 
 
 def test_camera_stops_hold_stale_then_recovers(harness):

@@ -30,7 +30,7 @@ def test_record_the_node_then_replay_the_recording(tiny_artifact, make_harness, 
                '/camera/base/image_raw')
     # each stream has one other subscriber besides the recorder: the test probe or vla_node
     assert h.wait_for(lambda: all(h.driver.count_subscribers(t) >= 2 for t in streams), 20)
-    time.sleep(0.5)
+    time.sleep(1.5)  # the node's publishers match the recorder a little after that
     assert h.transition(ACTIVATE)
     output = recorder.communicate(timeout=60)[0]
     assert recorder.returncode == 0, output
@@ -40,9 +40,10 @@ def test_record_the_node_then_replay_the_recording(tiny_artifact, make_harness, 
     assert counts['/vla_policy/joint_trajectory'] > 40
     report = replay(out, tiny_artifact)
     # The node's latency messages name the inputs and tick time of every command: exact,
-    # unless the recorder dropped a best-effort frame the node used (then counted).
+    # unless the recorder dropped a best-effort frame the node used, or matched the node's
+    # publisher only after its first command (discovery on a loaded machine): both reported.
     assert report['inputs'] == 'by recorded stamps' and report['messages'] > 40
-    if report['inputs_substituted'] == 0:
+    if report['inputs_substituted'] == 0 and not report['starts_mid_episode']:
         assert report['passed'], report['first_failure']
     else:
         assert report['within_tolerance_pct'] > 50, report
