@@ -1,19 +1,23 @@
-"""Full-size pi0.5-shaped model on one GPU: where lamp_ros's CUDA path stands (run on the H200).
+"""Full-size pi0.5-shaped policy on one GPU: lamp_ros's artifact against what PyTorch users get.
 
-    python3 bench/gpu_pi05.py [--out bench/results/gpu_pi05.json] [--runs 50]
+    python3 bench/gpu_pi05.py --artifact ART [--out bench/results/gpu_pi05.json] [--runs 30]
+                              [--torch-compile] [--kernels-out FILE]
 
-Measures the model stages (vision + prefix + 10-step denoise; 3 cameras at 224, 200 prompt
-tokens, horizon 50, bf16, random weights) in one run, side by side:
-  eager          the reference policy's modules, eager PyTorch
+ART is `lamp compile config/specs/pi05_full.yaml` built on this GPU. One run measures the model
+stages (vision + prefix + 10-step denoise; 3 cameras at 224, 200 prompt tokens, horizon 50, bf16)
+side by side on the same inputs (the artifact's own group inputs for the example observation):
+  hf_eager       the same shapes from Hugging Face transformers modules (SigLIP, Gemma), eager
+                 (bench/baselines.py; its own random weights: a timing baseline only)
+  eager          the reference policy's modules with the artifact's weights, eager PyTorch
   eager_graph    the same captured as one CUDA graph ("plain PyTorch + one CUDA graph")
-  lamp           what the cuda backend runs for a spec with every graph pass on (fold norms,
-                 merge QKV / gate-up, precomputed time conditioning, unread work removed,
-                 Euler folded, constants): the group module, torch.export, one CUDA graph
-(The cuda backend without passes is eager_graph's computation exported; it is not re-timed.)
-Median and p99 by CUDA events, parity (relative L2 error of the actions vs eager bf16), peak
-memory, and a stage-wise roofline from counted FLOPs and bytes. Keys the issue asks for that
-this script does not measure (HF transformers eager, torch.compile max-autotune) are written as
-null with the reason, not guessed.
+  torch_compile  torch.compile max-autotune (CUDA graphs on) of the reference (--torch-compile;
+                 several minutes of autotuning, so optional)
+  lamp           the artifact through `Runtime` (sync): the cuda group's CUDA-event time per
+                 inference (`gpu:` in the runtime profile), plus the whole inference wall time
+                 with the host stages (tokenizer, image resize, normalisation) and copies
+Median and p99 ms, ratios, % of a stage-wise roofline from counted FLOPs and weight bytes, peak
+GPU memory of the artifact, and parity: relative L2 error of the artifact's actions against the
+eager bf16 reference on the same inputs. Keys the script cannot measure are null with a reason.
 """
 
 import argparse
@@ -21,60 +25,15 @@ import json
 import os
 import time
 
+import numpy as np
 import torch
 
-from lamp_ros.backends.base import GroupSpec
-from lamp_ros.backends.group_module import group_module
-from lamp_ros.compiler.passes import PASS_NAMES, run_passes
-from lamp_ros.graph.graph import Graph, Node
-from lamp_ros.graph.types import TensorType
 from lamp_ros.policies.config import get_preset
 from lamp_ros.policies.param_count import param_counts
 from lamp_ros.policies.pi05 import Pi05Model
+from lamp_ros.policies.weights import init_weights
 
 PEAK_TFLOPS, PEAK_TBPS = 790.0, 4.3   # bf16 dense matrix rate and copy bandwidth (FIELD-NOTES)
-
-
-def init_on_gpu(model, seed=0):
-    gen = torch.Generator(device='cuda').manual_seed(seed)
-    with torch.no_grad():
-        for name, p in sorted(model.named_parameters()):
-            if p.ndim >= 2:
-                fan_in = p[0].numel()
-                p.copy_(torch.randn(p.shape, generator=gen, device='cuda') / fan_in ** 0.5)
-            else:
-                p.copy_(0.02 * torch.randn(p.shape, generator=gen, device='cuda'))
-
-
-def inputs(cfg):
-    g = torch.Generator(device='cuda').manual_seed(1)
-    s = cfg.vision.image_size
-    pixels = torch.rand((1, 3, s, s, 3), generator=g, device='cuda') * 2 - 1
-    mask = torch.ones((1, 3), dtype=torch.bool, device='cuda')
-    ids = torch.randint(0, 1000, (1, cfg.max_token_len), generator=g, device='cuda')
-    tmask = torch.zeros((1, cfg.max_token_len), dtype=torch.bool, device='cuda')
-    tmask[:, :60] = True
-    noise = torch.randn((1, cfg.action_horizon, cfg.action_dim), generator=g, device='cuda')
-    return pixels.bfloat16(), mask, ids, tmask, noise
-
-
-def group_graph():
-    """The three model stages as the compiler's graph shows them (types are not used here)."""
-    t = TensorType('float32', (1,))
-    names = ['pixels', 'image_mask', 'token_ids', 'token_mask', 'noise', 'vision.image_tokens',
-             'prefix.k_cache', 'prefix.v_cache', 'prefix.prefix_mask', 'denoise.actions']
-    values = {n: t for n in names}
-    nodes = (Node('vision', 'vision', 'model', ('pixels',), ('vision.image_tokens',)),
-             Node('prefix', 'prefix', 'model', ('vision.image_tokens', 'image_mask',
-                                                'token_ids', 'token_mask'),
-                  ('prefix.k_cache', 'prefix.v_cache', 'prefix.prefix_mask')),
-             Node('denoise', 'denoise', 'model', ('prefix.k_cache', 'prefix.v_cache',
-                                                  'prefix.prefix_mask', 'noise'),
-                  ('denoise.actions',)))
-    graph = Graph(nodes, values, tuple(names[:5]), ('denoise.actions',))
-    group = GroupSpec('g_model', 'cuda', 'bf16', 'cuda:0', ('vision', 'prefix', 'denoise'),
-                      tuple(names[:5]), ('denoise.actions',))
-    return graph, group
 
 
 def cuda_graph(fn, args):
@@ -140,68 +99,155 @@ def rel_error(a, b):
     return float((a.float() - b.float()).norm() / b.float().norm())
 
 
+def rel_stats(values) -> tuple:
+    t = torch.tensor(values)
+    return float(t.median()), float(torch.quantile(t, 0.99))
+
+
+def load_artifact(path: str, runs: int):
+    """Runtime (sync) of the artifact -> (runtime, cuda group, its inputs as GPU tensors, its
+    actions, {'lamp': device ms (median, p99), 'lamp_inference': wall ms}, peak GB)."""
+    from lamp_ros.runtime import Runtime
+    from lamp_ros.runtime.loop import synthetic_observation
+    torch.cuda.reset_peak_memory_stats()
+    start = time.perf_counter()
+    runtime = Runtime.load(path, execution='sync', profile_window=runs)
+    print(f'artifact loaded in {time.perf_counter() - start:.1f} s', flush=True)
+    (group,) = [g for g in runtime.artifact.plan.groups if g.backend == 'cuda']
+    feeds = runtime.feeds(synthetic_observation(runtime), 0.0)
+    captured = {}
+    runtime.reset()
+    runtime.run(feeds, capture=captured)
+    x = [torch.as_tensor(np.asarray(captured[name])).cuda() for name in group.inputs]
+    (out_name,) = group.outputs
+    lamp_out = torch.as_tensor(np.asarray(captured[out_name], np.float32)).cuda()
+    for _ in range(5):
+        runtime.reset()
+        runtime.run(feeds)
+    runtime.profiler.reset()
+    for _ in range(runs):
+        runtime.reset()  # every run infers
+        runtime.run(feeds)
+    profile = runtime.profile()
+    gpu, inference = profile['gpu'][group.name], profile['inference']
+    times = {'lamp': (gpu['p50_ms'], gpu['p99_ms']),
+             'lamp_inference': (inference['p50_ms'], inference['p99_ms'])}
+    peak = torch.cuda.max_memory_allocated() / 1e9
+    return runtime, group, x, lamp_out, times, peak
+
+
+def kernel_table(runtime, path: str) -> None:
+    """Kernel-level profile of one call of the artifact's exported program (outside its graph)."""
+    from torch.profiler import profile, ProfilerActivity
+    (runner,) = [r for g, r in runtime.inference_runners if g.backend == 'cuda']
+    with torch.no_grad():
+        runner.module(*runner.static_in)
+        torch.cuda.synchronize()
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            runner.module(*runner.static_in)
+            torch.cuda.synchronize()
+    table = prof.key_averages().table(sort_by='cuda_time_total', row_limit=40)
+    kernels = sum(e.count for e in prof.key_averages() if e.device_type.name == 'CUDA')
+    with open(path, 'w') as f:
+        f.write(f'kernel launches in one inference: {kernels}\n{table}\n')
+    print(f'kernel launches per inference: {kernels} (table in {path})', flush=True)
+
+
+def reference_model(cfg, spec: dict):
+    """The eager policy's modules with the artifact's weights (same seeds, drawn on the CPU)."""
+    start = time.perf_counter()
+    with torch.device('cuda'):
+        model = Pi05Model(cfg).to(torch.bfloat16).eval()
+    init_weights(model, int(spec['weights']['seed']), spec['weights'].get('stage_seeds') or {})
+    print(f'reference pi05_full on the GPU in {time.perf_counter() - start:.1f} s', flush=True)
+    return model
+
+
 def main():
     parser = argparse.ArgumentParser()
+    parser.add_argument('--artifact', required=True)
     parser.add_argument('--out', default='bench/results/gpu_pi05.json')
-    parser.add_argument('--runs', type=int, default=50)
+    parser.add_argument('--runs', type=int, default=30)
+    parser.add_argument('--torch-compile', action='store_true')
+    parser.add_argument('--kernels-out', default='')
     args = parser.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False
     cfg = get_preset('pi05_full')
-    t0 = time.perf_counter()
-    with torch.device('cuda'):
-        model = Pi05Model(cfg).to(torch.bfloat16).eval()
-    init_on_gpu(model)
-    print(f'built pi05_full on the GPU in {time.perf_counter() - t0:.1f} s', flush=True)
-    x = inputs(cfg)
+    with open(os.path.join(args.artifact, 'spec.json')) as f:
+        spec = json.load(f)
+    with open(os.path.join(args.artifact, 'evidence', 'build.json')) as f:
+        build = json.load(f)
+    runtime, group, x, lamp_out, results, lamp_peak = load_artifact(args.artifact, args.runs)
+    if args.kernels_out:
+        try:
+            kernel_table(runtime, args.kernels_out)
+        except Exception as exc:  # the profile is a diagnostic, not a figure
+            print(f'kernel table failed: {type(exc).__name__}: {exc}', flush=True)
+    model = reference_model(cfg, spec)
 
-    def eager(pix, mask, ids, tmask, noise):
-        return model.sample_actions(pix, mask, ids, tmask, noise)
+    def eager(*a):
+        return model.sample_actions(*a)
 
-    results, outs = {}, {}
-    results['eager'] = time_it(eager, x, args.runs)
-    results['eager_graph'] = time_it(cuda_graph(eager, x), x, args.runs)
-    graph, group = group_graph()
-    for name, enabled in (('lamp_passes', {p: True for p in PASS_NAMES}),):
-        start = time.perf_counter()
-        modules = {'vision': model.vision, 'prefix': model.prefix, 'denoise': model.expert}
-        modules, _ = run_passes(modules, enabled)
-        module = group_module(graph, group, modules)
-        with torch.no_grad():
-            program = torch.export.export(module, x, strict=False)
-        runner = program.module()
-        build_s = time.perf_counter() - start
-        fn = cuda_graph(lambda *a, r=runner: r(*a)[0], x)
-        results[name] = time_it(fn, x, args.runs)
-        print(f'{name}: export {build_s:.1f} s', flush=True)
-        results[name + '_build_s'] = build_s
-    for key in ('eager', 'eager_graph', 'lamp_passes'):
-        outs[key] = results[key][2]
+    outs, not_measured = {}, {}
+    for name, fn in (('eager', eager), ('eager_graph', cuda_graph(eager, x))):
+        *results[name], outs[name] = time_it(fn, x, args.runs)
+        print(f'{name}: {results[name][0]:.2f} ms', flush=True)
+    try:
+        from bench.baselines import hf_eager
+        fn, hf_info = hf_eager(cfg)
+        *results['hf_eager'], _ = time_it(fn, x, args.runs)
+        print(f"hf_eager: {results['hf_eager'][0]:.2f} ms", flush=True)
+        del fn
+        torch.cuda.empty_cache()
+    except Exception as exc:  # a baseline failing must not cost the other figures
+        hf_info = {}
+        not_measured['hf_eager_ms'] = f'{type(exc).__name__}: {exc}'
+        print(f'hf_eager not measured: {not_measured["hf_eager_ms"]}', flush=True)
+    compile_info = {}
+    if args.torch_compile:
+        from bench.baselines import torch_compile
+        fn, compile_info = torch_compile(model, x)
+        *results['torch_compile'], outs['torch_compile'] = time_it(fn, x, args.runs)
+        print(f"torch_compile: {results['torch_compile'][0]:.2f} ms "
+              f"(compiled in {compile_info.get('compile_s', 0):.0f} s)", flush=True)
+    else:
+        not_measured['torch_compile_ms'] = 'not run: pass --torch-compile (minutes of autotuning)'
     roof = roofline(cfg)
     ref = outs['eager']
+    ms = {k: v[0] for k, v in results.items()}
+    lamp_ms = ms['lamp']
     report = {
         'device': torch.cuda.get_device_name(), 'torch': torch.__version__,
+        'artifact_id': runtime.id, 'build_seconds': build['stage_seconds'],
+        'build_total_s': sum(build['stage_seconds'].values()),
+        'kernels': group.build.get('kernels', {}),
         'shapes': {'cameras': 3, 'image': cfg.vision.image_size,
                    'prompt_tokens': cfg.max_token_len, 'horizon': cfg.action_horizon,
                    'steps': cfg.num_steps, 'dtype': 'bf16'},
-        'eager_ms': results['eager'][0], 'eager_p99_ms': results['eager'][1],
-        'eager_cuda_graph_ms': results['eager_graph'][0],
-        'lamp_ms': results['lamp_passes'][0], 'lamp_p99_ms': results['lamp_passes'][1],
-        'lamp_export_s': results['lamp_passes_build_s'],
-        'roofline_ms': roof['total_ms'], 'roofline': roof,
-        'pct_of_roofline': 100 * roof['total_ms'] / results['lamp_passes'][0],
-        'parity_max_rel_error': rel_error(outs['lamp_passes'], ref),
-        'parity_rel_error_eager_graph': rel_error(outs['eager_graph'], ref),
-        'peak_memory_gb': torch.cuda.max_memory_allocated() / 1e9,
-        'hf_eager_ms': None, 'torch_compile_ms': None,
-        'not_measured': {'hf_eager_ms': 'HF transformers baseline not written yet',
-                         'torch_compile_ms': 'max-autotune takes ~450 s; not run in this call'},
+        'hf_eager_ms': ms.get('hf_eager'), 'torch_compile_ms': ms.get('torch_compile'),
+        'lamp_ms': lamp_ms, 'roofline_ms': roof['total_ms'],
+        'parity_max_rel_error': rel_error(lamp_out, ref),
+        'parity_max_abs_error': float((lamp_out.float() - ref.float()).abs().max()),
+        'p99_ms': {k: v[1] for k, v in results.items()},
+        'median_ms': ms,
+        'ratios_vs_lamp': {k: v / lamp_ms for k, v in ms.items() if k != 'lamp'},
+        'pct_of_roofline': 100 * roof['total_ms'] / lamp_ms, 'roofline': roof,
+        'lamp_peak_memory_gb': lamp_peak,
+        'process_peak_memory_gb': torch.cuda.max_memory_allocated() / 1e9,
+        'hf_eager_info': hf_info, 'torch_compile_info': compile_info,
+        'not_measured': not_measured,
     }
+    if 'torch_compile' in outs:
+        report['parity_rel_error_torch_compile'] = rel_error(outs['torch_compile'], ref)
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     with open(args.out, 'w') as f:
         json.dump(report, f, indent=1)
-    for key in ('eager_ms', 'eager_cuda_graph_ms', 'lamp_ms', 'lamp_export_s', 'roofline_ms',
-                'pct_of_roofline', 'parity_max_rel_error', 'parity_rel_error_eager_graph',
-                'peak_memory_gb'):
+    for key in ('hf_eager', 'eager', 'eager_graph', 'torch_compile', 'lamp', 'lamp_inference'):
+        if key in ms:
+            print(f'{key:16s} median {ms[key]:9.2f} ms  p99 {results[key][1]:9.2f} ms  '
+                  f'x{ms[key] / lamp_ms:6.2f} of lamp')
+    for key in ('roofline_ms', 'pct_of_roofline', 'parity_max_rel_error', 'lamp_peak_memory_gb',
+                'build_total_s'):
         print(f'{key:28s} {report[key]:.4g}')
 
 

@@ -1,11 +1,14 @@
 """CUDA backend (the H200 path): a torch.export program replayed as one CUDA graph.
 
-Compile side: the group's model stages, cast to the group precision and moved to the GPU, are
+Compile side: the group's model stages, cast to the group precision and moved to the GPU,
+switched onto lamp_ros's own kernels where the graph passes put them in a form that has them
+(kernels/lowering.py: fused RMSNorm, RoPE, GeGLU, residual adds in GEMM epilogues), are
 captured with torch.export and saved as a PT2 archive (graph JSON + raw weight bytes; the example
 inputs are dropped so the archive holds no pickled objects). It must be built on a CUDA
 machine: export records the device.
 Run side (needs torch with CUDA on the robot; CPU artifacts never load this module): load the
-program, bind the weights from weights/<node>.safetensors (the checksummed canonical copy),
+program (after importing kernels/ops.py, which registers the `lamp::` operators it names), bind
+the weights from weights/<node>.safetensors (the checksummed canonical copy),
 allocate static input buffers once, warm up, capture one CUDA graph of the whole group, and on
 each run copy the inputs into the static buffers, replay, and copy the outputs back.
 AOTInductor packages would be the natural format but crash at load on the H200 image
@@ -51,8 +54,13 @@ def compile(ctx) -> GroupBuild:
     import copy
     torch = _torch_cuda()
     dtype = getattr(torch, TORCH_DTYPES[ctx.group.precision])
+    from lamp_ros.kernels.lowering import use_kernels
     modules = {n: copy.deepcopy(m).to('cuda', dtype) for n, m in ctx.modules.items()
                if n in ctx.group.nodes}
+    kernels = use_kernels(modules)
+    if kernels:
+        ctx.say(f'{ctx.group.name}: lamp kernels ' +
+                ', '.join(f'{k} x{v}' for k, v in sorted(kernels.items())))
     module = group_module(ctx.graph, ctx.group, modules)
     args = [torch.as_tensor(np.asarray(_host(ctx.example[v]))).to('cuda')
             for v in ctx.group.inputs]
@@ -67,7 +75,7 @@ def compile(ctx) -> GroupBuild:
     io = {v: {'dtype': str(a.dtype).removeprefix('torch.'), 'shape': list(a.shape)}
           for v, a in zip(ctx.group.inputs, args)}
     return GroupBuild(files=(rel,), metadata={'program': rel, 'inputs': io,
-                                              'torch': torch.__version__})
+                                              'torch': torch.__version__, 'kernels': kernels})
 
 
 def _host(value):
@@ -82,6 +90,7 @@ class CudaGraphRunner:
 
     def __init__(self, group, root: str, device: str):
         torch = _torch_cuda()
+        import lamp_ros.kernels.ops  # noqa: F401  (registers the lamp:: operators)
         self.torch = torch
         torch.backends.cudnn.allow_tf32 = False  # fp32 groups keep fp32 parity
         torch.backends.cuda.matmul.allow_tf32 = False

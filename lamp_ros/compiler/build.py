@@ -80,6 +80,19 @@ def write_weights(root: str, modules: dict) -> None:
         save_file(dict(sorted(tensors.items())), path)
 
 
+def reference_device(target: str) -> str:
+    """Where the eager reference runs while compiling: the GPU for a GPU target (a full-size
+    policy takes minutes per eager call on a CPU, and the cuda backend exports on the device the
+    modules are on), else the CPU. The weights are drawn on the CPU either way (weights.py), so
+    the artifact does not depend on where it was built."""
+    if target != 'cuda':
+        return 'cpu'
+    import torch
+    if not torch.cuda.is_available():
+        raise RuntimeError('target cuda: build on a machine with a CUDA GPU (torch sees none)')
+    return 'cuda'
+
+
 def compile_spec(spec_path: str, out: str, progress=None) -> BuildResult:
     say = progress or (lambda msg: None)
     timings = {}
@@ -96,8 +109,9 @@ def compile_spec(spec_path: str, out: str, progress=None) -> BuildResult:
     say('load spec')
     spec = load_spec(spec_path)
     done('spec')
-    say('build eager pipeline')
-    pipeline = build_pipeline(spec)
+    device = reference_device(spec.target)
+    say(f'build eager pipeline ({device})')
+    pipeline = build_pipeline(spec, device=device)
     done('pipeline')
     example = {}
     obs = example_observation(pipeline.policy.norm_stats)

@@ -129,7 +129,7 @@ class ActionExpert(nn.Module):
         for step in range(self.cfg.num_steps):
             t = torch.full((x_t.shape[0],), 1.0 + step * dt, device=x_t.device)
             x_t = x_t + dt * self.velocity(x_t, t, k_cache, v_cache, prefix_mask)
-        return x_t
+        return x_t.float()  # float32 to the host stages whatever the model's precision
 
 
 class Pi05Model(nn.Module):

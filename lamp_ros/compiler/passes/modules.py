@@ -10,12 +10,18 @@ these layers, which compute exactly what the originals compute until a pass chan
 - `UnitRMSNorm`: RMSNorm whose (1 + weight) scale was folded into the linears it feeds.
 - `StepAdaRMSNorm`: adaRMS whose scale/shift/gate come from a table indexed by Euler step.
 - `Rotary`: RoPE, computed from positions, or looked up in folded cos/sin tables.
+
+Modules with a `kernel` switch run on lamp_ros's own operators when it is on (kernels/ops.py:
+one fused kernel per norm, RoPE, GeGLU; residual adds in the GEMM epilogue). Only the cuda
+backend turns it on (kernels/lowering.py), just before export; the CPU artifacts export these
+modules to ONNX, which knows no `lamp::` operators.
 """
 
 import torch
 from torch import nn
 from torch.nn import functional as F
 
+from lamp_ros.kernels import ops as kernel_ops
 from lamp_ros.policies import gemma
 
 
@@ -88,8 +94,11 @@ class UnitRMSNorm(nn.Module):
     def __init__(self, eps: float):
         super().__init__()
         self.eps = eps
+        self.kernel = False
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.kernel:
+            return kernel_ops.rms_norm(x, None, None, self.eps)
         xf = x.float()
         return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)).to(x.dtype)
 
@@ -101,8 +110,12 @@ class StepAdaRMSNorm(nn.Module):
         super().__init__()
         self.eps = eps
         self.register_buffer('table', table)
+        self.kernel = False
 
     def forward(self, x: torch.Tensor, step: int):
+        if self.kernel:
+            scale, shift, gate = self.table[step].chunk(3)
+            return kernel_ops.rms_norm(x, scale, shift, self.eps), gate.view(1, 1, -1)
         xf = x.float()
         xf = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)
         scale, shift, gate = self.table[step].view(1, 1, -1).chunk(3, dim=-1)
@@ -117,6 +130,25 @@ class Rotary(nn.Module):
         self.half, self.base, self.first = head_dim // 2, base, 0
         self.register_buffer('cos', None)
         self.register_buffer('sin', None)
+        self.kernel = False
+
+    def prepare(self, positions: torch.Tensor):
+        """What `rotate` reads, computed once per stage call: the positions, or with the kernel
+        on, the cos/sin rows of these positions (b, n, d/2) that every layer shares."""
+        if not self.kernel:
+            return positions
+        if self.cos is None:
+            freq = self.base ** (-torch.arange(self.half, dtype=torch.float32,
+                                               device=positions.device) / self.half)
+            angle = positions.float()[..., None] * freq
+            return angle.cos(), angle.sin()
+        index = positions - self.first
+        return self.cos.float()[index], self.sin.float()[index]
+
+    def rotate(self, x: torch.Tensor, prepared) -> torch.Tensor:
+        if not self.kernel:
+            return self(x, prepared)
+        return kernel_ops.rope(x, *prepared)
 
     def fold(self, first: int, last: int, device=None) -> None:
         """Tabulate cos/sin for positions first..last with the very ops `gemma.rope` runs,
@@ -146,32 +178,57 @@ class Attention(nn.Module):
         self.o_proj = o_proj
         self.fused = False  # fuse_attention: one scaled_dot_product_attention call
 
-    def project(self, x: torch.Tensor, positions: torch.Tensor, rotary: Rotary) -> dict:
-        """{'q': (b, n, heads, d), 'k', 'v': (b, n, kv_heads, d)}, q and k rotated."""
+    def project(self, x: torch.Tensor, rotation, rotary: Rotary) -> dict:
+        """{'q': (b, n, heads, d), 'k', 'v': (b, n, kv_heads, d)}, q and k rotated
+        (`rotation` is what `rotary.prepare(positions)` made)."""
         b, n, _ = x.shape
         c = self.cfg
         heads = {'q': c.num_heads, 'k': c.num_kv_heads, 'v': c.num_kv_heads}
         out = {}
         for name, y in self.in_proj(x).items():
             y = y.reshape(b, n, heads[name], c.head_dim)
-            out[name] = y if name == 'v' else rotary(y, positions)
+            out[name] = y if name == 'v' else rotary.rotate(y, rotation)
         return out
 
-    def attend(self, q, k, v, mask: torch.Tensor) -> torch.Tensor:
+    @property
+    def folds_heads(self) -> bool:
+        """One K/V head (pi0.5's MQA): all query heads attend as one long query sequence."""
+        return self.cfg.num_kv_heads == 1
+
+    def mask_bias(self, mask: torch.Tensor, dtype) -> torch.Tensor:
+        """The fused call's additive mask, made once per stage call from the boolean mask
+        (b, n, m): 0 where seen, the eager code's finite fill elsewhere, so that a fully masked
+        row (a padding query) gets a uniform softmax as there instead of NaN. (b, 1, n, m), or
+        (b, 1, n * heads, m) when heads are folded (rows token-major, as q's memory is)."""
+        bias = torch.zeros(mask.shape, dtype=dtype, device=mask.device)
+        bias = bias.masked_fill(~mask, torch.finfo(dtype).min)
+        if self.folds_heads:
+            bias = bias.repeat_interleave(self.cfg.num_heads, dim=1)
+        return bias[:, None]
+
+    def attend(self, q, k, v, mask: torch.Tensor, bias=None) -> torch.Tensor:
         if not self.fused:
             # The eager layer's own code (it only reads self.o_proj): the same math.
             return gemma.Attention.attend(self, q, k, v, mask)
+        return self.o_proj(self.attention(q, k, v, mask, bias))
+
+    def attention(self, q, k, v, mask: torch.Tensor, bias=None) -> torch.Tensor:
+        """The fused attention before the output projection -> (b, n, heads * d)."""
         b, n, heads, d = q.shape
+        if bias is None:
+            bias = self.mask_bias(mask, q.dtype)
+        if self.folds_heads:
+            # q (b, n, H, d) is already (b, 1, n * H, d) in memory; K/V are never repeated.
+            out = F.scaled_dot_product_attention(q.reshape(b, 1, n * heads, d),
+                                                 k.transpose(1, 2), v.transpose(1, 2),
+                                                 attn_mask=bias)
+            return out.reshape(b, n, heads * d)
         groups = heads // k.shape[2]
         qh, kh, vh = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
-        if groups > 1:  # the shared K/V head, broadcast to every query head
+        if groups > 1:  # the shared K/V heads, broadcast to their query heads
             kh, vh = kh.repeat_interleave(groups, 1), vh.repeat_interleave(groups, 1)
-        # An additive mask with the eager code's finite fill: a fully masked row (a padding
-        # query) gets a uniform softmax, as there, instead of NaN.
-        bias = torch.zeros(mask.shape, dtype=q.dtype, device=q.device)
-        bias = bias.masked_fill(~mask, torch.finfo(q.dtype).min)[:, None]
         out = F.scaled_dot_product_attention(qh, kh, vh, attn_mask=bias)
-        return self.o_proj(out.transpose(1, 2).reshape(b, n, heads * d))
+        return out.transpose(1, 2).reshape(b, n, heads * d)
 
 
 class GeGLU(nn.Module):
@@ -181,10 +238,26 @@ class GeGLU(nn.Module):
         super().__init__()
         self.in_proj = in_proj
         self.down_proj = down_proj
+        self.kernel = False
+
+    def hidden(self, x: torch.Tensor) -> torch.Tensor:
+        """gelu_tanh(gate(x)) * up(x): what down_proj reads."""
+        p = self.in_proj(x)
+        if self.kernel:
+            return kernel_ops.geglu(p['gate'], p['up'])
+        return F.gelu(p['gate'], approximate='tanh') * p['up']
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        p = self.in_proj(x)
-        return self.down_proj(F.gelu(p['gate'], approximate='tanh') * p['up'])
+        return self.down_proj(self.hidden(x))
+
+
+def add_linear(residual: torch.Tensor, linear: nn.Linear, x: torch.Tensor) -> torch.Tensor:
+    """residual + linear(x) as one GEMM whose epilogue adds the residual (cuBLAS beta = 1)."""
+    if linear.bias is not None:
+        return residual + linear(x)
+    w = linear.weight
+    out = torch.addmm(residual.reshape(-1, w.shape[0]), x.reshape(-1, w.shape[1]), w.t())
+    return out.view(residual.shape)
 
 
 class DecoderLayer(nn.Module):
@@ -196,10 +269,30 @@ class DecoderLayer(nn.Module):
         self.attn = attn
         self.post_attn_norm = post_attn_norm
         self.mlp = mlp
+        self.kernel = False  # residual adds in GEMM epilogues / one addcmul for gated ones
 
     @property
     def kv_only(self) -> bool:
         return self.mlp is None
+
+    def attend_add(self, x, p: dict, mask, bias, gate=None) -> torch.Tensor:
+        """x + attention output (times the adaRMS gate when given)."""
+        if not (self.kernel and self.attn.fused):
+            y = self.attn.attend(p['q'], p['k'], p['v'], mask, bias)
+            return x + y if gate is None else x + y * gate
+        a = self.attn.attention(p['q'], p['k'], p['v'], mask, bias)
+        if gate is None:
+            return add_linear(x, self.attn.o_proj, a)
+        return torch.addcmul(x, self.attn.o_proj(a), gate)
+
+    def mlp_add(self, x, h, gate=None) -> torch.Tensor:
+        """x + mlp(h) (times the adaRMS gate when given)."""
+        if not self.kernel:
+            y = self.mlp(h)
+            return x + y if gate is None else x + y * gate
+        if gate is None:
+            return add_linear(x, self.mlp.down_proj, self.mlp.hidden(h))
+        return torch.addcmul(x, self.mlp(h), gate)
 
     def norm_readers(self) -> list:
         """[(norm attribute, linears reading its output)]: where a norm's affine can go."""

@@ -16,6 +16,13 @@ from lamp_ros.policies.pi05 import assemble_prefix, posemb_sincos, suffix_attent
 from lamp_ros.policies.siglip import VisionEncoder
 
 
+def attention_bias(layers, mask: torch.Tensor, dtype):
+    """The fused attentions' additive mask, made once for all layers of a stage call (None when
+    no layer attends fused: they read the boolean mask)."""
+    fused = [layer.attn for layer in layers if layer.attn.fused]
+    return fused[0].mask_bias(mask, dtype) if fused else None
+
+
 class VisionStage(nn.Module):
     """Images (..., H, W, 3) in [-1, 1] -> tokens (..., num_patches, out_width)."""
 
@@ -55,14 +62,16 @@ class PrefixStage(nn.Module):
         x, prefix_mask, attn_mask, positions = assemble_prefix(image_tokens, image_mask, text,
                                                                token_mask)
         ks, vs = [], []
+        rotation = self.rotary.prepare(positions)
+        bias = attention_bias(self.layers, attn_mask, x.dtype)
         for layer in self.layers:
-            p = layer.attn.project(layer.input_norm(x), positions, self.rotary)
+            p = layer.attn.project(layer.input_norm(x), rotation, self.rotary)
             ks.append(p['k'])
             vs.append(p['v'])
             if layer.kv_only:
                 continue
-            x = x + layer.attn.attend(p['q'], p['k'], p['v'], attn_mask)
-            x = x + layer.mlp(layer.post_attn_norm(x))
+            x = layer.attend_add(x, p, attn_mask, bias)
+            x = layer.mlp_add(x, layer.post_attn_norm(x))
         if self.final_norm is not None:
             x = self.final_norm(x)
         return torch.stack(ks), torch.stack(vs), prefix_mask
@@ -113,26 +122,31 @@ class ExpertStage(nn.Module):
         emb = emb.to(self.time_mlp_in.weight.dtype)
         return F.silu(self.time_mlp_out(F.silu(self.time_mlp_in(emb))))
 
-    def velocity(self, x_t, cond, k_cache, v_cache, prefix_mask):
-        """v(x_t, t | prefix), times dt once the Euler update is folded."""
-        horizon = x_t.shape[1]
-        x = self.action_in_proj(x_t)
+    def suffix(self, prefix_mask, horizon: int, dtype) -> tuple:
+        """What every step's attention reads, made once per call: (mask, rotation, bias)."""
         mask, positions = suffix_attention(prefix_mask, horizon)
+        return mask, self.rotary.prepare(positions), attention_bias(self.layers, mask, dtype)
+
+    def velocity(self, x_t, cond, k_cache, v_cache, suffix):
+        """v(x_t, t | prefix), times dt once the Euler update is folded."""
+        mask, rotation, bias = suffix
+        x = self.action_in_proj(x_t)
         for i, layer in enumerate(self.layers):
             h, gate = layer.input_norm(x, cond)
-            p = layer.attn.project(h, positions, self.rotary)
-            k_all = torch.cat([k_cache[i], p['k']], dim=1)
-            v_all = torch.cat([v_cache[i], p['v']], dim=1)
-            x = x + layer.attn.attend(p['q'], k_all, v_all, mask) * gate
+            p = layer.attn.project(h, rotation, self.rotary)
+            p['k'] = torch.cat([k_cache[i], p['k']], dim=1)
+            p['v'] = torch.cat([v_cache[i], p['v']], dim=1)
+            x = layer.attend_add(x, p, mask, bias, gate)
             h, gate = layer.post_attn_norm(x, cond)
-            x = x + layer.mlp(h) * gate
+            x = layer.mlp_add(x, h, gate)
         h, _ = self.final_norm(x, cond)
         return self.action_out_proj(h)
 
     def forward(self, k_cache, v_cache, prefix_mask, noise):
         x_t = noise.to(self.action_in_proj.weight.dtype)
+        suffix = self.suffix(prefix_mask, x_t.shape[1], x_t.dtype)
         for step in range(self.cfg.num_steps):
             cond = self.condition(step, x_t.shape[0], x_t.device)
-            v = self.velocity(x_t, cond, k_cache, v_cache, prefix_mask)
+            v = self.velocity(x_t, cond, k_cache, v_cache, suffix)
             x_t = x_t + v if self.euler_folded else x_t + self.dt * v
-        return x_t
+        return x_t.float()  # float32 to the host stages, as the eager expert

@@ -1,0 +1,14 @@
+"""lamp_ros's own GPU kernels, registered as torch operators (`lamp::*`).
+
+A pi0.5 inference on a GPU is thousands of small element-wise launches around a few hundred
+GEMMs: every RMSNorm is six kernels in eager PyTorch, every RoPE a dozen, every GeGLU three. Each
+operator here does one such chain in one Triton kernel, reading and writing the activations once.
+
+- ops.py: the operators (`lamp::rms_norm`, `lamp::rope`, `lamp::geglu`), each with a reference
+  implementation in plain torch (CPU, and the definition of what the kernel must compute), a
+  CUDA implementation calling the Triton kernel, and a shape function so torch.export records
+  the operator by name.
+- triton_kernels.py: the kernels (imported only when a CUDA tensor reaches an operator).
+- lowering.py: switches the passes' modules onto these operators (the cuda backend does it
+  before export; the runtime imports ops.py before it loads the program).
+"""

@@ -1,0 +1,85 @@
+"""The `lamp::*` torch operators: one fused kernel each on CUDA, plain torch on the CPU.
+
+The CPU implementations are the specification: the same float32 math as the passes' modules
+(compiler/passes/modules.py), so a stage switched onto these operators computes what it did
+before, and tests on the CPU check the switch. The CUDA implementations call the Triton kernels
+(triton_kernels.py, imported on first use so that CPU-only machines never need Triton). The fake
+implementations give torch.export the output shapes, and the exported program names the
+operator: whoever loads a program that uses them imports this module first.
+"""
+
+import torch
+from torch.nn import functional as F
+
+
+def _triton():
+    from lamp_ros.kernels import triton_kernels
+    return triton_kernels
+
+
+# ---- rms_norm: x / rms(x) [* (1 + scale) + shift], float32 inside, x's dtype out ----
+
+@torch.library.custom_op('lamp::rms_norm', mutates_args=())
+def rms_norm(x: torch.Tensor, scale: torch.Tensor | None, shift: torch.Tensor | None,
+             eps: float) -> torch.Tensor:
+    """Unit RMSNorm over the last dim; with `scale`/`shift` (width,) the adaRMS modulation."""
+    if x.is_cuda:
+        return _triton().rms_norm(x, scale, shift, eps)
+    return rms_norm_reference(x, scale, shift, eps)
+
+
+def rms_norm_reference(x, scale, shift, eps):
+    xf = x.float()
+    xf = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)
+    if scale is not None:
+        xf = xf * (1.0 + scale.float()) + shift.float()
+    return xf.to(x.dtype)
+
+
+@rms_norm.register_fake
+def _(x, scale, shift, eps):
+    return torch.empty_like(x, memory_format=torch.contiguous_format)
+
+
+# ---- rope: rotate-half RoPE from gathered cos/sin tables ----
+
+@torch.library.custom_op('lamp::rope', mutates_args=())
+def rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """x (b, n, heads, d) rotated by cos/sin (b, n, d/2) float32 -> contiguous, x's dtype."""
+    if x.is_cuda:
+        return _triton().rope(x, cos, sin)
+    return rope_reference(x, cos, sin)
+
+
+def rope_reference(x, cos, sin):
+    half = x.shape[-1] // 2
+    cos, sin = cos[:, :, None, :], sin[:, :, None, :]
+    x1, x2 = x.float()[..., :half], x.float()[..., half:]
+    return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1).to(x.dtype)
+
+
+@rope.register_fake
+def _(x, cos, sin):
+    return torch.empty(x.shape, dtype=x.dtype, device=x.device)
+
+
+# ---- geglu: gelu_tanh(gate) * up ----
+
+@torch.library.custom_op('lamp::geglu', mutates_args=())
+def geglu(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
+    """gelu_tanh(gate) * up for two (..., m) tensors (views of one merged GEMM are fine)."""
+    if gate.is_cuda:
+        return _triton().geglu(gate, up)
+    return geglu_reference(gate, up)
+
+
+def geglu_reference(gate, up):
+    return F.gelu(gate, approximate='tanh') * up
+
+
+@geglu.register_fake
+def _(gate, up):
+    return torch.empty(gate.shape, dtype=gate.dtype, device=gate.device)
+
+
+OPERATORS = ('lamp::rms_norm', 'lamp::rope', 'lamp::geglu')

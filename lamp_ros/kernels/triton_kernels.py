@@ -1,0 +1,102 @@
+"""Triton kernels behind the `lamp::*` operators (ops.py): one read, one write per activation.
+
+Rows are the flattened leading dims. Each kernel loads in the input dtype, computes in float32
+(as the reference does) and stores once in the output dtype. Block sizes follow the shapes the
+policy has (widths 1024-2048, head dim 256, MLP widths 4096-16384): a whole row per program for
+the norm, one (token, head) per program for RoPE, 1024-wide column tiles for GeGLU.
+"""
+
+import torch
+import triton
+import triton.language as tl
+
+
+def _rows(x: torch.Tensor) -> torch.Tensor:
+    """x as (rows, last dim) without copying when the leading dims merge (views of GEMMs)."""
+    return x.reshape(-1, x.shape[-1])
+
+
+@triton.jit
+def _rms_norm_kernel(x_ptr, y_ptr, scale_ptr, shift_ptr, stride_x, stride_y, n_cols, eps,
+                     MODULATE: tl.constexpr, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    inside = cols < n_cols
+    x = tl.load(x_ptr + row * stride_x + cols, mask=inside, other=0.0).to(tl.float32)
+    y = x * tl.rsqrt(tl.sum(x * x, axis=0) / n_cols + eps)
+    if MODULATE:
+        scale = tl.load(scale_ptr + cols, mask=inside, other=0.0).to(tl.float32)
+        shift = tl.load(shift_ptr + cols, mask=inside, other=0.0).to(tl.float32)
+        y = y * (1.0 + scale) + shift
+    tl.store(y_ptr + row * stride_y + cols, y.to(y_ptr.dtype.element_ty), mask=inside)
+
+
+def rms_norm(x, scale, shift, eps):
+    rows = _rows(x)
+    out = torch.empty(rows.shape, dtype=x.dtype, device=x.device)
+    n = rows.shape[1]
+    block = triton.next_power_of_2(n)
+    modulate = scale is not None
+    _rms_norm_kernel[(rows.shape[0],)](
+        rows, out, scale if modulate else rows, shift if modulate else rows,
+        rows.stride(0), out.stride(0), n, eps, MODULATE=modulate, BLOCK=block,
+        num_warps=8 if block >= 2048 else 4)
+    return out.view(x.shape)
+
+
+@triton.jit
+def _rope_kernel(x_ptr, y_ptr, cos_ptr, sin_ptr, stride_token, stride_head, heads, half,
+                 BLOCK: tl.constexpr):
+    token = tl.program_id(0)
+    head = tl.program_id(1)
+    cols = tl.arange(0, BLOCK)
+    inside = cols < half
+    src = x_ptr + token * stride_token + head * stride_head
+    x1 = tl.load(src + cols, mask=inside, other=0.0).to(tl.float32)
+    x2 = tl.load(src + half + cols, mask=inside, other=0.0).to(tl.float32)
+    cos = tl.load(cos_ptr + token * half + cols, mask=inside, other=0.0)
+    sin = tl.load(sin_ptr + token * half + cols, mask=inside, other=0.0)
+    dst = y_ptr + (token * heads + head) * 2 * half
+    dtype = y_ptr.dtype.element_ty
+    tl.store(dst + cols, (x1 * cos - x2 * sin).to(dtype), mask=inside)
+    tl.store(dst + half + cols, (x2 * cos + x1 * sin).to(dtype), mask=inside)
+
+
+def rope(x, cos, sin):
+    b, n, heads, d = x.shape
+    if x.stride(3) != 1 or x.stride(0) != n * x.stride(1):
+        x = x.contiguous()
+    cos, sin = cos.float().contiguous(), sin.float().contiguous()
+    out = torch.empty((b, n, heads, d), dtype=x.dtype, device=x.device)
+    half = d // 2
+    _rope_kernel[(b * n, heads)](x, out, cos, sin, x.stride(1), x.stride(2), heads, half,
+                                 BLOCK=triton.next_power_of_2(half), num_warps=2)
+    return out
+
+
+@triton.jit
+def _geglu_kernel(gate_ptr, up_ptr, y_ptr, stride_gate, stride_up, n_cols,
+                  BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+    inside = cols < n_cols
+    g = tl.load(gate_ptr + row * stride_gate + cols, mask=inside, other=0.0).to(tl.float32)
+    u = tl.load(up_ptr + row * stride_up + cols, mask=inside, other=0.0).to(tl.float32)
+    # gelu, tanh approximation: 0.5 g (1 + tanh z) = g sigmoid(2z)
+    z = 0.7978845608028654 * (g + 0.044715 * g * g * g)
+    y = g * tl.sigmoid(2.0 * z) * u
+    tl.store(y_ptr + row * n_cols + cols, y.to(y_ptr.dtype.element_ty), mask=inside)
+
+
+def geglu(gate, up):
+    g, u = _rows(gate), _rows(up)
+    if g.stride(1) != 1:
+        g = g.contiguous()
+    if u.stride(1) != 1:
+        u = u.contiguous()
+    rows, n = g.shape
+    out = torch.empty((rows, n), dtype=gate.dtype, device=gate.device)
+    block = 1024
+    _geglu_kernel[(rows, triton.cdiv(n, block))](g, u, out, g.stride(0), u.stride(0), n,
+                                                 BLOCK=block, num_warps=4)
+    return out.view(gate.shape)

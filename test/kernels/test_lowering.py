@@ -1,0 +1,69 @@
+"""The kernel lowering on pi05_tiny (CPU): stages switched onto the `lamp::` operators compute
+what the passes' stages compute, export with the operators named in the program, and the eager
+stages (no pass ran) are left alone. The operators' CPU implementations are the reference the
+Triton kernels are checked against (test_triton_kernels.py, and on the GPU)."""
+
+import copy
+
+import pytest
+import torch
+
+from lamp_ros.compiler.passes import PASS_NAMES, run_passes
+from lamp_ros.compiler.passes.record import stage_modules
+from lamp_ros.compiler.spec import load_spec
+from lamp_ros.kernels.lowering import use_kernels
+from lamp_ros.policies.example import example_observation
+from lamp_ros.trace.from_spec import build_pipeline, trace_pipeline
+
+
+@pytest.fixture(scope='module')
+def optimised():
+    pipeline = build_pipeline(load_spec('config/specs/pi05_tiny.yaml'))
+    values = {}
+    graph = trace_pipeline(pipeline, example_observation(pipeline.policy.norm_stats),
+                           export=False, values_out=values)
+    modules = stage_modules(graph, pipeline.policy)
+    passed, _ = run_passes(modules, {name: True for name in PASS_NAMES})
+    return graph, modules, passed, values
+
+
+def _args(graph, node_id, values):
+    return [v if isinstance(v, torch.Tensor) else torch.as_tensor(v)
+            for v in (values[name] for name in graph.node(node_id).inputs)]
+
+
+def _outputs(module, args):
+    with torch.no_grad():
+        out = module(*args)
+    return out if isinstance(out, tuple) else (out,)
+
+
+def test_kernels_keep_every_stage_output(optimised):
+    graph, _, passed, values = optimised
+    switched = copy.deepcopy(passed)
+    counts = use_kernels(switched)
+    assert counts == {'rms_norm': 3, 'ada_rms_norm': 5, 'rope': 2, 'geglu': 3,
+                      'residual_epilogues': 4}, counts
+    for node_id in ('vision', 'prefix', 'denoise'):
+        args = _args(graph, node_id, values)
+        for got, want in zip(_outputs(switched[node_id], args), _outputs(passed[node_id], args)):
+            torch.testing.assert_close(got, want, atol=2e-5, rtol=0, msg=node_id)
+    assert use_kernels(switched) == {}  # a second lowering finds nothing left to switch
+
+
+def test_eager_stages_are_left_alone(optimised):
+    _, modules, _, _ = optimised
+    assert use_kernels(copy.deepcopy(modules)) == {}
+
+
+def test_export_names_the_operators(optimised):
+    graph, _, passed, values = optimised
+    switched = {'denoise': copy.deepcopy(passed['denoise'])}
+    use_kernels(switched)
+    args = tuple(_args(graph, 'denoise', values))
+    with torch.no_grad():
+        program = torch.export.export(switched['denoise'], args, strict=False)
+    targets = {str(n.target) for n in program.graph.nodes if n.op == 'call_function'}
+    assert {'lamp.rms_norm.default', 'lamp.rope.default', 'lamp.geglu.default'} <= targets
+    torch.testing.assert_close(program.module()(*args), passed['denoise'](*args), atol=2e-5,
+                               rtol=0)
