@@ -4,7 +4,8 @@ A pi0.5 inference on a GPU is thousands of small element-wise launches around a 
 GEMMs: every RMSNorm is six kernels in eager PyTorch, every RoPE a dozen, every GeGLU three. Each
 operator here does one such chain in one Triton kernel, reading and writing the activations once.
 
-- ops.py: the operators (`lamp::rms_norm`, `lamp::rope`, `lamp::geglu`), each with a reference
+- ops.py: the operators (`lamp::rms_norm`, `lamp::rope`, `lamp::geglu`,
+  `lamp::masked_softmax`), each with a reference
   implementation in plain torch (CPU, and the definition of what the kernel must compute), a
   CUDA implementation calling the Triton kernel, and a shape function so torch.export records
   the operator by name.

@@ -100,3 +100,29 @@ def geglu(gate, up):
     _geglu_kernel[(rows, triton.cdiv(n, block))](g, u, out, g.stride(0), u.stride(0), n,
                                                  BLOCK=block, num_warps=4)
     return out.view(gate.shape)
+
+
+@triton.jit
+def _masked_softmax_kernel(s_ptr, mask_ptr, p_ptr, n_cols, heads, scale, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    inside = cols < n_cols
+    s = tl.load(s_ptr + row * n_cols + cols, mask=inside, other=0.0).to(tl.float32) * scale
+    keep = tl.load(mask_ptr + (row // heads) * n_cols + cols, mask=inside, other=0)
+    s = tl.where(keep != 0, s, -3.4028234663852886e38)  # the eager code's finite fill
+    s = tl.where(inside, s, float('-inf'))
+    e = tl.exp(s - tl.max(s, axis=0))
+    p = e / tl.sum(e, axis=0)
+    tl.store(p_ptr + row * n_cols + cols, p.to(p_ptr.dtype.element_ty), mask=inside)
+
+
+def masked_softmax(scores, mask, heads, scale):
+    scores = scores.contiguous()
+    keep = mask.contiguous().view(torch.uint8)
+    n = scores.shape[-1]
+    out = torch.empty_like(scores)
+    block = triton.next_power_of_2(n)
+    _masked_softmax_kernel[(scores.numel() // n,)](scores, keep, out, n, heads, scale,
+                                                   BLOCK=block,
+                                                   num_warps=8 if block >= 2048 else 4)
+    return out

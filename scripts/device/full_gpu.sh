@@ -4,15 +4,16 @@
 #   2. `lamp compile config/specs/pi05_full.yaml` on the GPU, timed (plan, parity, build times)
 #   3. bench/gpu_pi05.py on that artifact (HF eager, eager, eager + CUDA graph, lamp; add
 #      --torch-compile through BENCH_ARGS for the max-autotune baseline)
-#   4. a 2-minute async soak at 22 Hz (scripts/device/soak.py; SOAK_SECONDS overrides)
+#   4. a 2-minute async soak at 22 Hz (scripts/device/soak.py; SOAK_SECONDS overrides, 0 skips)
+# SKIP_TINY=1 skips the quick fp32 build of pi05_tiny_cuda before the full one.
 # Results go to $OUT (or ./out when OUT is unset).
 set -euo pipefail
 out="${OUT:-out}"
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee "$out/gpu.txt"
-if [ -z "${SKIP_CHECKS:-}" ]; then
-  python3 scripts/device/kernels_check.py 2>&1 | tee "$out/kernels_check.txt"
+python3 scripts/device/kernels_check.py 2>&1 | tee "$out/kernels_check.txt"
+if [ -z "${SKIP_TINY:-}" ]; then
   # the whole path at fp32 on the tiny policy first (passes + kernels; parity 1e-4): fails fast
   python3 -m lamp_ros.cli compile config/specs/pi05_tiny_cuda.yaml --out /tmp/pi05_tiny_cuda \
     2>&1 | tail -5 | tee "$out/compile_tiny.log"
@@ -25,5 +26,7 @@ echo "lamp compile pi05_full: $(( $(date +%s) - start )) s wall" | tee -a "$out/
 cp "$art/plan.json" "$art/evidence/parity.json" "$art/evidence/build.json" "$out/"
 python3 bench/gpu_pi05.py --artifact "$art" --out "$out/gpu_pi05.json" \
   --kernels-out "$out/lamp_kernels.txt" ${BENCH_ARGS:-} 2>&1 | tee "$out/bench.txt"
-python3 scripts/device/soak.py "$art" --seconds "${SOAK_SECONDS:-120}" --out "$out/soak" 2>&1 \
-  | tee "$out/soak.txt"
+if [ "${SOAK_SECONDS:-120}" != 0 ]; then
+  python3 scripts/device/soak.py "$art" --seconds "${SOAK_SECONDS:-120}" --out "$out/soak" \
+    2>&1 | tee "$out/soak.txt"
+fi

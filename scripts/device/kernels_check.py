@@ -43,7 +43,13 @@ def main() -> None:
     for n, m in ((968, 16384), (50, 4096)):
         gate, up = torch.randn(1, n, 2 * m, dtype=bf16, device=dev).split(m, -1)
         ok &= check(f'geglu {n}x{m}', triton_kernels.geglu, ops.geglu_reference, (gate, up), 0.3)
+    for n, m in ((968, 968), (50, 1018)):  # prefix and expert attention, 8 heads as rows
+        scores = torch.randn(1, n * 8, m, dtype=bf16, device=dev) * 8
+        mask = torch.rand(1, n, m, device=dev) > 0.1
+        ok &= check(f'masked_softmax {n}x8x{m}', triton_kernels.masked_softmax,
+                    ops.masked_softmax_reference, (scores, mask, 8, 1 / 16), 0.01)
     print('all kernels match' if ok else 'SOME KERNELS DO NOT MATCH')
+    raise SystemExit(0 if ok else 1)
 
 
 if __name__ == '__main__':

@@ -43,7 +43,7 @@ def test_kernels_keep_every_stage_output(optimised):
     switched = copy.deepcopy(passed)
     counts = use_kernels(switched)
     assert counts == {'rms_norm': 3, 'ada_rms_norm': 5, 'rope': 2, 'geglu': 3,
-                      'residual_epilogues': 4}, counts
+                      'residual_epilogues': 4, 'attention': 4}, counts
     for node_id in ('vision', 'prefix', 'denoise'):
         args = _args(graph, node_id, values)
         for got, want in zip(_outputs(switched[node_id], args), _outputs(passed[node_id], args)):
@@ -64,6 +64,7 @@ def test_export_names_the_operators(optimised):
     with torch.no_grad():
         program = torch.export.export(switched['denoise'], args, strict=False)
     targets = {str(n.target) for n in program.graph.nodes if n.op == 'call_function'}
-    assert {'lamp.rms_norm.default', 'lamp.rope.default', 'lamp.geglu.default'} <= targets
+    assert {'lamp.rms_norm.default', 'lamp.rope.default', 'lamp.geglu.default',
+            'lamp.masked_softmax.default'} <= targets
     torch.testing.assert_close(program.module()(*args), passed['denoise'](*args), atol=2e-5,
                                rtol=0)

@@ -29,3 +29,11 @@ def test_kernels_match_the_reference(dtype, atol):
     gate, up = torch.randn(3, 2 * 1500, dtype=dtype).split(1500, -1)
     torch.testing.assert_close(triton_kernels.geglu(gate, up), ops.geglu_reference(gate, up),
                                atol=atol * 4, rtol=0)
+    scores = torch.randn(2, 5 * 4, 37, dtype=dtype) * 4  # 5 tokens x 4 heads, 37 keys
+    mask = torch.rand(2, 5, 37) > 0.3
+    mask[0, 2] = False  # a fully masked token (padding): uniform, as the eager code
+    got = triton_kernels.masked_softmax(scores, mask, 4, 0.125)
+    torch.testing.assert_close(got, ops.masked_softmax_reference(scores, mask, 4, 0.125),
+                               atol=atol / 8, rtol=0)
+    torch.testing.assert_close(got[0, 8:12].float(), torch.full((4, 37), 1 / 37), atol=atol / 8,
+                               rtol=0)

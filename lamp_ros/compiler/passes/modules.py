@@ -177,6 +177,7 @@ class Attention(nn.Module):
         self.in_proj = in_proj
         self.o_proj = o_proj
         self.fused = False  # fuse_attention: one scaled_dot_product_attention call
+        self.kernel = False  # with one K/V head: two GEMMs around lamp::masked_softmax
 
     def project(self, x: torch.Tensor, rotation, rotary: Rotary) -> dict:
         """{'q': (b, n, heads, d), 'k', 'v': (b, n, kv_heads, d)}, q and k rotated
@@ -194,6 +195,11 @@ class Attention(nn.Module):
     def folds_heads(self) -> bool:
         """One K/V head (pi0.5's MQA): all query heads attend as one long query sequence."""
         return self.cfg.num_kv_heads == 1
+
+    @property
+    def needs_bias(self) -> bool:
+        """Whether `attention` reads the additive mask (the kernel path reads the boolean one)."""
+        return self.fused and not (self.kernel and self.folds_heads)
 
     def mask_bias(self, mask: torch.Tensor, dtype) -> torch.Tensor:
         """The fused call's additive mask, made once per stage call from the boolean mask
@@ -215,6 +221,14 @@ class Attention(nn.Module):
     def attention(self, q, k, v, mask: torch.Tensor, bias=None) -> torch.Tensor:
         """The fused attention before the output projection -> (b, n, heads * d)."""
         b, n, heads, d = q.shape
+        if self.kernel and self.folds_heads:
+            # Every head against the one K/V head is one GEMM (b, n * heads, d) x (b, d, m): a
+            # fused attention kernel would get one (batch, head) of work and too few blocks for
+            # the GPU at the expert's 50 queries. Then the eager code's masked softmax, one
+            # kernel, and the second GEMM.
+            scores = torch.matmul(q.reshape(b, n * heads, d), k.reshape(b, -1, d).transpose(1, 2))
+            probs = kernel_ops.masked_softmax(scores, mask, heads, d ** -0.5)
+            return torch.matmul(probs, v.reshape(b, -1, d)).reshape(b, n, heads * d)
         if bias is None:
             bias = self.mask_bias(mask, q.dtype)
         if self.folds_heads:

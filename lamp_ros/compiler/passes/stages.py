@@ -19,7 +19,7 @@ from lamp_ros.policies.siglip import VisionEncoder
 def attention_bias(layers, mask: torch.Tensor, dtype):
     """The fused attentions' additive mask, made once for all layers of a stage call (None when
     no layer attends fused: they read the boolean mask)."""
-    fused = [layer.attn for layer in layers if layer.attn.fused]
+    fused = [layer.attn for layer in layers if layer.attn.needs_bias]
     return fused[0].mask_bias(mask, dtype) if fused else None
 
 
