@@ -6,10 +6,18 @@
 #      --torch-compile through BENCH_ARGS for the max-autotune baseline)
 #   4. a 2-minute async soak at 22 Hz (scripts/device/soak.py; SOAK_SECONDS overrides, 0 skips)
 # SKIP_TINY=1 skips the quick fp32 build of pi05_tiny_cuda before the full one.
-# Results go to $OUT (or ./out when OUT is unset).
+# Results go to $OUT (or ./out when OUT is unset). The device tool brings back at most 8 files,
+# so on exit everything is packed into results.tgz, with the headline files beside it.
 set -euo pipefail
-out="${OUT:-out}"
+out="$(realpath -m "${OUT:-out}")"
 mkdir -p "$out"
+pack() {
+  tar czf /tmp/results.tgz -C "$out" . && find "$out" -mindepth 1 -delete \
+    && mv /tmp/results.tgz "$out/" \
+    && tar xzf "$out/results.tgz" -C "$out" --wildcards './gpu_pi05.json' './bench.txt' \
+       './soak/soak.json' 2>/dev/null || true
+}
+trap pack EXIT
 export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee "$out/gpu.txt"
 python3 scripts/device/kernels_check.py 2>&1 | tee "$out/kernels_check.txt"
