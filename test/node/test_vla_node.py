@@ -68,7 +68,8 @@ def test_diagnostics_and_numeric_profile(harness):
     h = harness
     assert h.transition(CONFIGURE) and h.transition(ACTIVATE)
     assert h.wait_for(lambda: len(h.diagnostics) >= 3 and len(h.commands) > 20, 20)
-    assert h.wait_for(lambda: h.last_status().level == b'\x00', 5), h.last_status().message
+    # (a best-effort frame dropped under load can make one report WARN: wait for an OK one)
+    assert h.wait_for(lambda: h.last_status().level == b'\x00', 10), h.last_status().message
     status = h.last_status()
     assert status.name == 'vla_policy: policy' and status.hardware_id == 'cpu'
     values = _values(status)
@@ -109,7 +110,7 @@ def test_camera_stops_hold_stale_then_recovers(harness):
     assert np.ptp(held, axis=0).max() == 0.0  # ...the same last safe command
     assert time.monotonic() - stopped < 5
     h.set_sim(cameras_enabled=True)
-    assert h.wait_for(lambda: h.last_status().level == b'\x00', 5.0), h.last_status().message
+    assert h.wait_for(lambda: h.last_status().level == b'\x00', 10.0), h.last_status().message
 
 
 def _camera_publishers(h):
