@@ -11,6 +11,8 @@ operator: whoever loads a program that uses them imports this module first.
 import torch
 from torch.nn import functional as F
 
+from lamp_ros.policies.gemma import rotate
+
 
 def _triton():
     from lamp_ros.kernels import triton_kernels
@@ -51,11 +53,7 @@ def rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     return rope_reference(x, cos, sin)
 
 
-def rope_reference(x, cos, sin):
-    half = x.shape[-1] // 2
-    cos, sin = cos[:, :, None, :], sin[:, :, None, :]
-    x1, x2 = x.float()[..., :half], x.float()[..., half:]
-    return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1).to(x.dtype)
+rope_reference = rotate  # the policy's own code
 
 
 @rope.register_fake

@@ -41,14 +41,24 @@ class AdaRMSNorm(nn.Module):
         return (xf * (1.0 + scale.float()) + shift.float()).to(x.dtype), gate
 
 
-def rope(x: torch.Tensor, positions: torch.Tensor, base: float) -> torch.Tensor:
-    """Rotary embedding on (b, n, heads, head_dim) with integer positions (b, n)."""
+def rope_angles(positions: torch.Tensor, half: int, base: float) -> torch.Tensor:
+    """RoPE angles (..., half) of integer positions (...), in float32."""
+    freq = base ** (-torch.arange(half, dtype=torch.float32, device=positions.device) / half)
+    return positions.float()[..., None] * freq
+
+
+def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotate-half RoPE of x (b, n, heads, d) by cos/sin rows (b, n, d/2), float32 inside."""
     half = x.shape[-1] // 2
-    freq = base ** (-torch.arange(half, dtype=torch.float32, device=x.device) / half)
-    angle = positions.float()[..., None] * freq  # (b, n, half)
-    sin, cos = angle.sin()[:, :, None, :], angle.cos()[:, :, None, :]
+    cos, sin = cos[:, :, None, :], sin[:, :, None, :]
     x1, x2 = x.float()[..., :half], x.float()[..., half:]
     return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1).to(x.dtype)
+
+
+def rope(x: torch.Tensor, positions: torch.Tensor, base: float) -> torch.Tensor:
+    """Rotary embedding on (b, n, heads, head_dim) with integer positions (b, n)."""
+    angle = rope_angles(positions, x.shape[-1] // 2, base)  # (b, n, half)
+    return rotate(x, angle.cos(), angle.sin())
 
 
 class Attention(nn.Module):

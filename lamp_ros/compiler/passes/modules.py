@@ -97,10 +97,8 @@ class UnitRMSNorm(nn.Module):
         self.kernel = False
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.kernel:
-            return kernel_ops.rms_norm(x, None, None, self.eps)
-        xf = x.float()
-        return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)).to(x.dtype)
+        norm = kernel_ops.rms_norm if self.kernel else kernel_ops.rms_norm_reference
+        return norm(x, None, None, self.eps)
 
 
 class StepAdaRMSNorm(nn.Module):
@@ -113,13 +111,9 @@ class StepAdaRMSNorm(nn.Module):
         self.kernel = False
 
     def forward(self, x: torch.Tensor, step: int):
-        if self.kernel:
-            scale, shift, gate = self.table[step].chunk(3)
-            return kernel_ops.rms_norm(x, scale, shift, self.eps), gate.view(1, 1, -1)
-        xf = x.float()
-        xf = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)
-        scale, shift, gate = self.table[step].view(1, 1, -1).chunk(3, dim=-1)
-        return (xf * (1.0 + scale.float()) + shift.float()).to(x.dtype), gate
+        scale, shift, gate = self.table[step].chunk(3)
+        norm = kernel_ops.rms_norm if self.kernel else kernel_ops.rms_norm_reference
+        return norm(x, scale, shift, self.eps), gate.view(1, 1, -1)
 
 
 class Rotary(nn.Module):
@@ -132,18 +126,18 @@ class Rotary(nn.Module):
         self.register_buffer('sin', None)
         self.kernel = False
 
-    def prepare(self, positions: torch.Tensor):
-        """What `rotate` reads, computed once per stage call: the positions, or with the kernel
-        on, the cos/sin rows of these positions (b, n, d/2) that every layer shares."""
-        if not self.kernel:
-            return positions
+    def tables(self, positions: torch.Tensor) -> tuple:
+        """cos/sin rows (b, n, d/2) of these positions: looked up once folded, else computed."""
         if self.cos is None:
-            freq = self.base ** (-torch.arange(self.half, dtype=torch.float32,
-                                               device=positions.device) / self.half)
-            angle = positions.float()[..., None] * freq
+            angle = gemma.rope_angles(positions, self.half, self.base)
             return angle.cos(), angle.sin()
         index = positions - self.first
         return self.cos.float()[index], self.sin.float()[index]
+
+    def prepare(self, positions: torch.Tensor):
+        """What `rotate` reads, computed once per stage call: the positions, or with the kernel
+        on, the cos/sin rows of these positions that every layer shares."""
+        return self.tables(positions) if self.kernel else positions
 
     def rotate(self, x: torch.Tensor, prepared) -> torch.Tensor:
         if not self.kernel:
@@ -153,19 +147,14 @@ class Rotary(nn.Module):
     def fold(self, first: int, last: int, device=None) -> None:
         """Tabulate cos/sin for positions first..last with the very ops `gemma.rope` runs,
         on the device the stage runs on (a CPU table in a GPU graph would not export)."""
-        freq = self.base ** (-torch.arange(self.half, dtype=torch.float32, device=device)
-                             / self.half)
-        angle = torch.arange(first, last + 1, device=device).float()[:, None] * freq
+        angle = gemma.rope_angles(torch.arange(first, last + 1, device=device), self.half,
+                                  self.base)
         self.cos, self.sin, self.first = angle.cos(), angle.sin(), first
 
     def forward(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         if self.cos is None:
             return gemma.rope(x, positions, self.base)
-        index = positions - self.first
-        cos = self.cos.float()[index][:, :, None, :]
-        sin = self.sin.float()[index][:, :, None, :]
-        x1, x2 = x.float()[..., :self.half], x.float()[..., self.half:]
-        return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1).to(x.dtype)
+        return gemma.rotate(x, *self.tables(positions))
 
 
 class Attention(nn.Module):
