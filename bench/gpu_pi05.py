@@ -99,11 +99,6 @@ def rel_error(a, b):
     return float((a.float() - b.float()).norm() / b.float().norm())
 
 
-def rel_stats(values) -> tuple:
-    t = torch.tensor(values)
-    return float(t.median()), float(torch.quantile(t, 0.99))
-
-
 def load_artifact(path: str, runs: int):
     """Runtime (sync) of the artifact -> (runtime, cuda group, its inputs as GPU tensors, its
     actions, {'lamp': device ms (median, p99), 'lamp_inference': wall ms}, peak GB)."""
