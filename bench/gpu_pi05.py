@@ -173,6 +173,8 @@ def main():
     with open(os.path.join(args.artifact, 'evidence', 'build.json')) as f:
         build = json.load(f)
     runtime, group, x, lamp_out, results, lamp_peak = load_artifact(args.artifact, args.runs)
+    print(f"lamp: {results['lamp'][0]:.2f} ms (GPU time of the artifact's CUDA graph)",
+          flush=True)
     if args.kernels_out:
         try:
             kernel_table(runtime, args.kernels_out)
@@ -215,7 +217,7 @@ def main():
         'device': torch.cuda.get_device_name(), 'torch': torch.__version__,
         'artifact_id': runtime.id, 'build_seconds': build['stage_seconds'],
         'build_total_s': sum(build['stage_seconds'].values()),
-        'kernels': group.build.get('kernels', {}),
+        'kernels': group.build.get('kernels', {}), 'tiles': group.build.get('tiles', {}),
         'shapes': {'cameras': 3, 'image': cfg.vision.image_size,
                    'prompt_tokens': cfg.max_token_len, 'horizon': cfg.action_horizon,
                    'steps': cfg.num_steps, 'dtype': 'bf16'},

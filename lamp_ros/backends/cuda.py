@@ -2,7 +2,8 @@
 
 Compile side: the group's model stages, cast to the group precision and moved to the GPU,
 switched onto lamp_ros's own kernels where the graph passes put them in a form that has them
-(kernels/lowering.py: fused RMSNorm, RoPE, GeGLU, residual adds in GEMM epilogues), are
+(kernels/lowering.py: fused RMSNorm, RoPE, GeGLU, residual adds in GEMM epilogues, the expert
+layers as five kernels each with tiles timed on this GPU and recorded as `tiles`), are
 captured with torch.export and saved as a PT2 archive (graph JSON + raw weight bytes; the example
 inputs are dropped so the archive holds no pickled objects). It must be built on a CUDA
 machine: export records the device.
@@ -57,7 +58,8 @@ def compile(ctx) -> GroupBuild:
     from lamp_ros.kernels.lowering import use_kernels
     modules = {n: copy.deepcopy(m).to('cuda', dtype) for n, m in ctx.modules.items()
                if n in ctx.group.nodes}
-    kernels = use_kernels(modules)
+    tiles = {}
+    kernels = use_kernels(modules, tiles)
     if kernels:
         ctx.say(f'{ctx.group.name}: lamp kernels ' +
                 ', '.join(f'{k} x{v}' for k, v in sorted(kernels.items())))
@@ -75,7 +77,8 @@ def compile(ctx) -> GroupBuild:
     io = {v: {'dtype': str(a.dtype).removeprefix('torch.'), 'shape': list(a.shape)}
           for v, a in zip(ctx.group.inputs, args)}
     return GroupBuild(files=(rel,), metadata={'program': rel, 'inputs': io,
-                                              'torch': torch.__version__, 'kernels': kernels})
+                                              'torch': torch.__version__, 'kernels': kernels,
+                                              'tiles': tiles})
 
 
 def _host(value):

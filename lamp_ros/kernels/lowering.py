@@ -9,17 +9,28 @@ around `lamp::masked_softmax` (on the H200 the fused cuDNN kernel, given one (ba
 work, ran 93 us per call at the expert's 50 queries: 53% of the inference). Stages still
 in the eager form (no graph pass ran) are left alone. The numbers are those of the float32
 reference code, rounded once instead of after every op, so parity holds at the group precision.
+
+Then every expert layer in the passes' final form (adaRMS tables, merged q/k/v and gate/up, one
+K/V head) gets its `ExpertKernels` (compiler/passes/expert_kernels.py): five parts, each either
+a fused lamp kernel (kernels/triton_expert.py) with tiles, or its library form, whichever this
+GPU ran fastest at the real shapes (kernels/tuning.py); `tuning_out` receives every timing.
 """
 
+import torch
+
+from lamp_ros.compiler.passes.expert_kernels import LIBRARY, ExpertKernels
 from lamp_ros.compiler.passes.modules import (Attention, DecoderLayer, GeGLU, Rotary,
                                               StepAdaRMSNorm, UnitRMSNorm)
+from lamp_ros.compiler.passes.stages import ExpertStage
+from lamp_ros.kernels import tuning
 
 SWITCHED = {UnitRMSNorm: 'rms_norm', StepAdaRMSNorm: 'ada_rms_norm', Rotary: 'rope',
             GeGLU: 'geglu', DecoderLayer: 'residual_epilogues', Attention: 'attention'}
 
 
-def use_kernels(modules: dict) -> dict:
-    """Turn the kernel switch on in every module that has one, in place -> {what: count}."""
+def use_kernels(modules: dict, tuning_out: dict | None = None) -> dict:
+    """Turn the kernel switch on in every module that has one, and give every expert layer in
+    the fused kernels' form its step constants, in place -> {what: count}."""
     counts = {}
     for stage in modules.values():
         for module in stage.modules():
@@ -28,4 +39,71 @@ def use_kernels(modules: dict) -> dict:
                 continue
             module.kernel = True
             counts[what] = counts.get(what, 0) + 1
+        if isinstance(stage, ExpertStage):
+            fused = fuse_expert_layers(stage, tuning_out if tuning_out is not None else {})
+            if fused:
+                counts['expert_layer'] = fused
     return counts
+
+
+def fuse_expert_layers(stage: ExpertStage, tuning_out: dict) -> int:
+    """ExpertKernels, with each part's measured choice, for every expert layer they can run."""
+    layers = [layer for layer in stage.layers
+              if layer.expert_kernels is None and ExpertKernels.applies(layer)]
+    if not layers or not stage.rotary.kernel:
+        return 0
+    chosen = {}
+    for layer in layers:
+        layer.expert_kernels = ExpertKernels(layer)
+        on_gpu = layer.expert_kernels.counters.is_cuda
+        for part, (shape, candidates, launch) in _tuning_problems(stage, layer).items():
+            key = f'{part} {shape}'
+            if key not in chosen:
+                chosen[key] = tuning.pick(candidates, launch, on_gpu)
+                tuning_out[key] = {'tiles': chosen[key].tiles,
+                                   'timings': chosen[key].timings}
+            layer.expert_kernels.tiles[part] = chosen[key].tiles
+    return len(layers)
+
+
+def _tuning_problems(stage: ExpertStage, layer: DecoderLayer) -> dict:
+    """part -> (shape label, candidates: the fused kernel's tilings then the library form,
+    launch(tiles)) on random data of the real shapes (batch 1, the action horizon, the
+    config's prefix length). Off the GPU the first fused tiling is taken untimed."""
+    cfg, kernels = stage.cfg, layer.expert_kernels
+    w_qkv = layer.attn.in_proj.linears()[0].weight
+    w_gate_up, w_o, w_down = (layer.mlp.in_proj.linears()[0].weight, layer.attn.o_proj.weight,
+                              layer.mlp.down_proj.weight)
+    rows, heads, d, prefix = cfg.action_horizon, cfg.expert.num_heads, cfg.expert.head_dim, \
+        cfg.prefix_len
+    like = dict(dtype=w_qkv.dtype, device=w_qkv.device)
+    x = torch.randn(1, rows, w_qkv.shape[1], **like)
+    qkv = torch.randn(1, rows, w_qkv.shape[0], **like)
+    a = torch.randn(1, rows, w_o.shape[1], **like)
+    h = torch.randn(1, rows, w_down.shape[1], **like)
+    k_prefix, v_prefix = torch.randn(2, 1, prefix, 1, d, **like)
+    angle = torch.randn(1, rows, d // 2, device=w_qkv.device)
+    rotation = (angle.cos(), angle.sin())
+    mask = torch.ones(1, rows, prefix + rows, dtype=torch.bool, device=w_qkv.device)
+
+    def timed(part, run):
+        def launch(tiles):
+            kernels.tiles[part] = tiles
+            return run()
+        return launch
+
+    def gemm(part, n, k, run):
+        return (f'{rows}x{n}x{k}', tuning.gemm_candidates(rows, n, k) + [LIBRARY],
+                timed(part, run))
+
+    return {
+        'qkv': gemm('qkv', *w_qkv.shape, lambda: kernels.qkv(layer, x, 0)),
+        'attention': (f'{rows}x{heads}x{d} over {prefix}+{rows}',
+                      tuning.attention_candidates(d) + [LIBRARY],
+                      timed('attention', lambda: kernels.attention(layer, qkv, k_prefix,
+                                                                   v_prefix, mask, rotation))),
+        'o': gemm('o', *w_o.shape, lambda: kernels.o(layer, a, x, 0)),
+        'gate_up': gemm('gate_up', w_gate_up.shape[0] // 2, w_gate_up.shape[1],
+                        lambda: kernels.gate_up(layer, x, 0)),
+        'down': gemm('down', *w_down.shape, lambda: kernels.down(layer, h, x, 0)),
+    }

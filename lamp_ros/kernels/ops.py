@@ -19,6 +19,11 @@ def _triton():
     return triton_kernels
 
 
+def _triton_expert():
+    from lamp_ros.kernels import triton_expert
+    return triton_expert
+
+
 # ---- rms_norm: x / rms(x) [* (1 + scale) + shift], float32 inside, x's dtype out ----
 
 @torch.library.custom_op('lamp::rms_norm', mutates_args=())
@@ -107,4 +112,116 @@ def _(scores, mask, heads, scale):
     return torch.empty(scores.shape, dtype=scores.dtype, device=scores.device)
 
 
-OPERATORS = ('lamp::rms_norm', 'lamp::rope', 'lamp::geglu', 'lamp::masked_softmax')
+# ---- the action expert's layer in five kernels (triton_expert.py) ----
+# `tiles` are the kernels' block sizes: chosen per shape by kernels/tuning.py at build time and
+# recorded in the exported program; the CPU references ignore them. `counters` (int32 zeros) is
+# the split-K GEMMs' scratch: the kernel counts finished slices in it and leaves it zero again,
+# so to every caller it is an unchanged input (hence no `mutates_args`).
+
+def _ada_projection(x, weight, mod, bias, eps):
+    """rstd(x) * ((x * mod) @ W^T) + bias in float32: adaRMS (scale = mod - 1) then a linear,
+    the shift having been pushed through the linear into `bias` (shift @ W^T)."""
+    xf = x.float()
+    rstd = torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)
+    return rstd * ((xf * mod.float()) @ weight.float().t()) + bias.float()
+
+
+@torch.library.custom_op('lamp::ada_linear', mutates_args=())
+def ada_linear(x: torch.Tensor, weight: torch.Tensor, mod: torch.Tensor, bias: torch.Tensor,
+               eps: float, tiles: list[int], counters: torch.Tensor) -> torch.Tensor:
+    """adaRMS-normalised x through a linear in one GEMM (the norm folded in; module doc of
+    triton_expert.py): x (..., K), weight (N, K), mod (K,), bias (N,) -> (..., N)."""
+    if x.is_cuda:
+        return _triton_expert().expert_gemm(x, weight, tiles, counters=counters, mod=mod,
+                                            bias=bias, eps=eps)
+    return ada_linear_reference(x, weight, mod, bias, eps)
+
+
+def ada_linear_reference(x, weight, mod, bias, eps):
+    return _ada_projection(x, weight, mod, bias, eps).to(x.dtype)
+
+
+@ada_linear.register_fake
+def _(x, weight, mod, bias, eps, tiles, counters):
+    return x.new_empty((*x.shape[:-1], weight.shape[0]))
+
+
+@torch.library.custom_op('lamp::ada_geglu', mutates_args=())
+def ada_geglu(x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor, mod: torch.Tensor,
+              bias_gate: torch.Tensor, bias_up: torch.Tensor, eps: float,
+              tiles: list[int], counters: torch.Tensor) -> torch.Tensor:
+    """gelu_tanh(gate) * up of two `ada_linear`s of the same x, in one GEMM that streams both
+    weights: the GeGLU MLP's hidden layer -> (..., F)."""
+    if x.is_cuda:
+        return _triton_expert().expert_gemm(x, w_gate, tiles, counters=counters, weight2=w_up,
+                                            mod=mod, bias=bias_gate, bias2=bias_up, eps=eps)
+    return ada_geglu_reference(x, w_gate, w_up, mod, bias_gate, bias_up, eps)
+
+
+def ada_geglu_reference(x, w_gate, w_up, mod, bias_gate, bias_up, eps):
+    gate = _ada_projection(x, w_gate, mod, bias_gate, eps)
+    return geglu_reference(gate, _ada_projection(x, w_up, mod, bias_up, eps)).to(x.dtype)
+
+
+@ada_geglu.register_fake
+def _(x, w_gate, w_up, mod, bias_gate, bias_up, eps, tiles, counters):
+    return x.new_empty((*x.shape[:-1], w_gate.shape[0]))
+
+
+@torch.library.custom_op('lamp::gated_linear', mutates_args=())
+def gated_linear(x: torch.Tensor, weight: torch.Tensor, residual: torch.Tensor,
+                 gate: torch.Tensor | None, tiles: list[int],
+                 counters: torch.Tensor) -> torch.Tensor:
+    """residual + gate * (x @ W^T) (gate (N,) per column, or none) in one GEMM's epilogue."""
+    if x.is_cuda:
+        return _triton_expert().expert_gemm(x, weight, tiles, counters=counters,
+                                            residual=residual, gate=gate)
+    return gated_linear_reference(x, weight, residual, gate)
+
+
+def gated_linear_reference(x, weight, residual, gate):
+    y = x.float() @ weight.float().t()
+    if gate is not None:
+        y = y * gate.float()
+    return (residual.float() + y).to(residual.dtype)
+
+
+@gated_linear.register_fake
+def _(x, weight, residual, gate, tiles, counters):
+    return torch.empty_like(residual, memory_format=torch.contiguous_format)
+
+
+@torch.library.custom_op('lamp::mqa_attention', mutates_args=())
+def mqa_attention(qkv: torch.Tensor, k_prefix: torch.Tensor, v_prefix: torch.Tensor,
+                  cos: torch.Tensor, sin: torch.Tensor, mask: torch.Tensor, heads: int,
+                  scale: float, tiles: list[int]) -> torch.Tensor:
+    """The action tokens' multi-query attention from the raw qkv GEMM output (b, n,
+    (heads + 2) * d): q and the tokens' own k rotated by cos/sin (b, n, d/2), keys = the
+    rotated prefix K (b, T, [1,] d) then the tokens' k, values likewise, `mask` (b, n, T + n)
+    bool with the eager code's finite fill -> (b, n, heads * d)."""
+    if qkv.is_cuda:
+        return _triton_expert().mqa_attention(qkv, k_prefix, v_prefix, cos, sin, mask, heads,
+                                              scale, tiles)
+    return mqa_attention_reference(qkv, k_prefix, v_prefix, cos, sin, mask, heads, scale)
+
+
+def mqa_attention_reference(qkv, k_prefix, v_prefix, cos, sin, mask, heads, scale):
+    b, n, _ = qkv.shape
+    d = k_prefix.shape[-1]
+    q, k, v = qkv.float().split([heads * d, d, d], dim=-1)
+    q = rotate(q.reshape(b, n, heads, d), cos, sin)
+    k = rotate(k.reshape(b, n, 1, d), cos, sin).reshape(b, n, d)
+    keys = torch.cat([k_prefix.float().reshape(b, -1, d), k], dim=1)
+    values = torch.cat([v_prefix.float().reshape(b, -1, d), v], dim=1)
+    probs = masked_softmax_reference(q.reshape(b, n * heads, d) @ keys.transpose(1, 2), mask,
+                                     heads, scale)
+    return (probs @ values).reshape(b, n, heads * d).to(qkv.dtype)
+
+
+@mqa_attention.register_fake
+def _(qkv, k_prefix, v_prefix, cos, sin, mask, heads, scale, tiles):
+    return qkv.new_empty((qkv.shape[0], qkv.shape[1], heads * k_prefix.shape[-1]))
+
+
+OPERATORS = ('lamp::rms_norm', 'lamp::rope', 'lamp::geglu', 'lamp::masked_softmax',
+             'lamp::ada_linear', 'lamp::ada_geglu', 'lamp::gated_linear', 'lamp::mqa_attention')

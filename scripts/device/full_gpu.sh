@@ -5,7 +5,10 @@
 #   3. bench/gpu_pi05.py on that artifact (HF eager, eager, eager + CUDA graph, lamp; add
 #      --torch-compile through BENCH_ARGS for the max-autotune baseline)
 #   4. a 2-minute async soak at 22 Hz (scripts/device/soak.py; SOAK_SECONDS overrides, 0 skips)
-# SKIP_TINY=1 skips the quick fp32 build of pi05_tiny_cuda before the full one.
+# SKIP_TINY=1 skips the quick fp32 build of pi05_tiny_cuda before the full one; SKIP_CHECK=1
+# the kernel check, SKIP_BENCH=1 the bench, and SKIP_BUILD=1 reuses the artifact a previous call
+# left in /tmp/pi05_full (the device tool keeps a warm machine's /tmp for a few seconds only, so
+# a 10-minute call limit can still fit build + soak, then bench + torch.compile, back to back).
 # Results go to $OUT (or ./out when OUT is unset). The device tool brings back at most 8 files,
 # so on exit everything is packed into results.tgz, with the headline files beside it.
 set -euo pipefail
@@ -20,20 +23,27 @@ pack() {
 trap pack EXIT
 export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee "$out/gpu.txt"
-python3 scripts/device/kernels_check.py 2>&1 | tee "$out/kernels_check.txt"
+if [ -z "${SKIP_CHECK:-}" ]; then
+  python3 scripts/device/kernels_check.py 2>&1 | tee "$out/kernels_check.txt"
+fi
 if [ -z "${SKIP_TINY:-}" ]; then
   # the whole path at fp32 on the tiny policy first (passes + kernels; parity 1e-4): fails fast
   python3 -m lamp_ros.cli compile config/specs/pi05_tiny_cuda.yaml --out /tmp/pi05_tiny_cuda \
     2>&1 | tail -5 | tee "$out/compile_tiny.log"
 fi
 art=/tmp/pi05_full
-start=$(date +%s)
-python3 -m lamp_ros.cli compile config/specs/pi05_full.yaml --out "$art" 2>&1 \
-  | tee "$out/compile_full.log"
-echo "lamp compile pi05_full: $(( $(date +%s) - start )) s wall" | tee -a "$out/compile_full.log"
+if [ -z "${SKIP_BUILD:-}" ]; then
+  start=$(date +%s)
+  python3 -m lamp_ros.cli compile config/specs/pi05_full.yaml --out "$art" 2>&1 \
+    | tee "$out/compile_full.log"
+  echo "lamp compile pi05_full: $(( $(date +%s) - start )) s wall" \
+    | tee -a "$out/compile_full.log"
+fi
 cp "$art/plan.json" "$art/evidence/parity.json" "$art/evidence/build.json" "$out/"
-python3 bench/gpu_pi05.py --artifact "$art" --out "$out/gpu_pi05.json" \
-  --kernels-out "$out/lamp_kernels.txt" ${BENCH_ARGS:-} 2>&1 | tee "$out/bench.txt"
+if [ -z "${SKIP_BENCH:-}" ]; then
+  python3 bench/gpu_pi05.py --artifact "$art" --out "$out/gpu_pi05.json" \
+    --kernels-out "$out/lamp_kernels.txt" ${BENCH_ARGS:-} 2>&1 | tee "$out/bench.txt"
+fi
 if [ "${SOAK_SECONDS:-120}" != 0 ]; then
   python3 scripts/device/soak.py "$art" --seconds "${SOAK_SECONDS:-120}" --out "$out/soak" \
     2>&1 | tee "$out/soak.txt"

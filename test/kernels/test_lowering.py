@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from lamp_ros.compiler.passes import PASS_NAMES, run_passes
+from lamp_ros.compiler.passes.expert_kernels import LIBRARY, PARTS
 from lamp_ros.compiler.passes.record import stage_modules
 from lamp_ros.compiler.spec import load_spec
 from lamp_ros.kernels.lowering import use_kernels
@@ -43,7 +44,7 @@ def test_kernels_keep_every_stage_output(optimised):
     switched = copy.deepcopy(passed)
     counts = use_kernels(switched)
     assert counts == {'rms_norm': 3, 'ada_rms_norm': 5, 'rope': 2, 'geglu': 3,
-                      'residual_epilogues': 4, 'attention': 4}, counts
+                      'residual_epilogues': 4, 'attention': 4, 'expert_layer': 2}, counts
     for node_id in ('vision', 'prefix', 'denoise'):
         args = _args(graph, node_id, values)
         for got, want in zip(_outputs(switched[node_id], args), _outputs(passed[node_id], args)):
@@ -64,7 +65,26 @@ def test_export_names_the_operators(optimised):
     with torch.no_grad():
         program = torch.export.export(switched['denoise'], args, strict=False)
     targets = {str(n.target) for n in program.graph.nodes if n.op == 'call_function'}
-    assert {'lamp.rms_norm.default', 'lamp.rope.default', 'lamp.geglu.default',
-            'lamp.masked_softmax.default'} <= targets
+    assert {'lamp.rms_norm.default', 'lamp.ada_linear.default', 'lamp.ada_geglu.default',
+            'lamp.gated_linear.default', 'lamp.mqa_attention.default'} <= targets
     torch.testing.assert_close(program.module()(*args), passed['denoise'](*args), atol=2e-5,
                                rtol=0)
+
+
+@pytest.mark.parametrize('form', ['fused', 'library', 'mixed'])
+def test_expert_parts_agree_in_either_form(optimised, form):
+    """Each expert part runs fused or in its library form, as the build's timing chose: every
+    combination computes the passes' stage."""
+    graph, _, passed, values = optimised
+    switched = {'denoise': copy.deepcopy(passed['denoise'])}
+    chosen = {}
+    use_kernels(switched, chosen)
+    assert sorted(key.split()[0] for key in chosen) == sorted(PARTS)
+    assert all(choice['tiles'] != LIBRARY for choice in chosen.values())  # CPU: first fused
+    for i, layer in enumerate(switched['denoise'].layers):
+        for j, part in enumerate(PARTS):
+            if form == 'library' or (form == 'mixed' and (i + j) % 2):
+                layer.expert_kernels.tiles[part] = LIBRARY
+    args = _args(graph, 'denoise', values)
+    torch.testing.assert_close(_outputs(switched['denoise'], args),
+                               _outputs(passed['denoise'], args), atol=2e-5, rtol=0)

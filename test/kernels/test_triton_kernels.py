@@ -11,7 +11,21 @@ import torch
 
 os.environ.setdefault('TRITON_INTERPRET', '1')  # before triton is imported
 pytest.importorskip('triton')
-from lamp_ros.kernels import ops, triton_kernels  # noqa: E402  (after the interpreter switch)
+from triton.runtime import interpreter  # noqa: E402
+
+from lamp_ros.kernels import ops, triton_expert, triton_kernels  # noqa: E402  (after the switch)
+
+# Triton 3.6's interpreter turns a loop bound into an int with int(1-element array), which
+# NumPy >= 2.3 refuses; the kernels are fine (they compile on the GPU), the shim is for here.
+_patch_lang_tensor = interpreter._patch_lang_tensor
+
+
+def _patch_with_index(tensor, scope):
+    _patch_lang_tensor(tensor, scope)
+    scope.set_attr(tensor, '__index__', lambda self: int(self.handle.data.reshape(-1)[0]))
+
+
+interpreter._patch_lang_tensor = _patch_with_index
 
 
 @pytest.mark.parametrize('dtype,atol', [(torch.float32, 2e-6), (torch.bfloat16, 6.3e-2)])
@@ -37,3 +51,51 @@ def test_kernels_match_the_reference(dtype, atol):
                                atol=atol / 8, rtol=0)
     torch.testing.assert_close(got[0, 8:12].float(), torch.full((4, 37), 1 / 37), atol=atol / 8,
                                rtol=0)
+
+
+# The interpreter multiplies bfloat16 dot operands as raw bits, so the expert's GEMM and
+# attention kernels are checked here in float32; kernels_check.py checks them in bf16 on the GPU.
+
+@pytest.mark.parametrize('splits', [1, 2])
+def test_expert_gemms_match_the_reference(splits):
+    torch.manual_seed(0)
+    x = torch.randn(1, 50, 64)
+    w, w2 = torch.randn(2, 96, 64) / 8
+    mod, bias, bias2, gate = 1 + torch.randn(64) / 10, torch.randn(96), torch.randn(96), \
+        torch.randn(96)
+    residual = torch.randn(1, 50, 96)
+    counters = torch.zeros(32, dtype=torch.int32)
+    tiles = [64, 32, 32 // splits, 4, 2, splits]
+
+    def gemm(*args, **kwargs):
+        return triton_expert.expert_gemm(*args, counters=counters, **kwargs)
+
+    cases = [
+        (gemm(x, w, tiles, mod=mod, bias=bias, eps=1e-6),
+         ops.ada_linear_reference(x, w, mod, bias, 1e-6)),
+        (gemm(x, w, tiles, weight2=w2, mod=mod, bias=bias, bias2=bias2, eps=1e-6),
+         ops.ada_geglu_reference(x, w, w2, mod, bias, bias2, 1e-6)),
+        (gemm(x, w, tiles, residual=residual, gate=gate),
+         ops.gated_linear_reference(x, w, residual, gate)),
+        (gemm(x, w, [16, 16, 64 // splits, 4, 2, splits], residual=residual),
+         ops.gated_linear_reference(x, w, residual, None)),
+    ]
+    for got, want in cases:
+        torch.testing.assert_close(got, want, atol=3e-5, rtol=0)
+    assert not counters.any()  # the last split of every tile put its counter back to zero
+    with pytest.raises(ValueError, match='not a multiple'):
+        gemm(x, w, [64, 32, 48, 4, 2, 1], residual=residual)
+
+
+@pytest.mark.parametrize('tiles', [[16, 16, 16, 4, 1], [32, 16, 32, 4, 2]])
+def test_expert_attention_matches_the_reference(tiles):
+    torch.manual_seed(0)
+    b, n, heads, d, prefix = 2, 7, 4, 32, 37
+    qkv = torch.randn(b, n, (heads + 2) * d)
+    k_prefix, v_prefix = torch.randn(2, b, prefix, 1, d)
+    angle = torch.randn(b, n, d // 2)
+    mask = torch.rand(b, n, prefix + n) > 0.3
+    mask[0, 2] = False  # a fully masked token: uniform over every key, as the eager code
+    args = (qkv, k_prefix, v_prefix, angle.cos(), angle.sin(), mask, heads, d ** -0.5)
+    torch.testing.assert_close(triton_expert.mqa_attention(*args, tiles),
+                               ops.mqa_attention_reference(*args), atol=3e-5, rtol=0)

@@ -12,9 +12,10 @@ these layers, which compute exactly what the originals compute until a pass chan
 - `Rotary`: RoPE, computed from positions, or looked up in folded cos/sin tables.
 
 Modules with a `kernel` switch run on lamp_ros's own operators when it is on (kernels/ops.py:
-one fused kernel per norm, RoPE, GeGLU; residual adds in the GEMM epilogue). Only the cuda
-backend turns it on (kernels/lowering.py), just before export; the CPU artifacts export these
-modules to ONNX, which knows no `lamp::` operators.
+one fused kernel per norm, RoPE, GeGLU; residual adds in the GEMM epilogue), and an expert
+layer given `ExpertKernels` (expert_kernels.py) runs on the kernels the build measured fastest.
+Only the cuda backend does either (kernels/lowering.py), just before export; the CPU artifacts
+export these modules to ONNX, which knows no `lamp::` operators.
 """
 
 import torch
@@ -273,6 +274,7 @@ class DecoderLayer(nn.Module):
         self.post_attn_norm = post_attn_norm
         self.mlp = mlp
         self.kernel = False  # residual adds in GEMM epilogues / one addcmul for gated ones
+        self.expert_kernels = None  # ExpertKernels (expert_kernels.py), set by the lowering
 
     @property
     def kv_only(self) -> bool:

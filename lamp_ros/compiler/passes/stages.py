@@ -132,6 +132,10 @@ class ExpertStage(nn.Module):
         mask, rotation, bias = suffix
         x = self.action_in_proj(x_t)
         for i, layer in enumerate(self.layers):
+            if layer.expert_kernels is not None:  # the kernel lowering's fused layer
+                x = layer.expert_kernels.step(layer, x, cond, k_cache[i], v_cache[i], mask,
+                                              rotation)
+                continue
             h, gate = layer.input_norm(x, cond)
             p = layer.attn.project(h, rotation, self.rotary)
             p['k'] = torch.cat([k_cache[i], p['k']], dim=1)

@@ -1,0 +1,127 @@
+"""The action expert's layer on fused kernels, each part on what the build GPU ran fastest.
+
+The expert runs its layers (18 in pi0.5) once per Euler step (10) on 50 rows, so each layer is
+a chain of small, weight-streaming kernels where launches and activation round trips cost as much
+as the math. A layer is five parts, each with a fused lamp kernel (kernels/triton_expert.py) and
+the library form it replaces:
+
+    part       fused kernel                                  library form
+    qkv        lamp::ada_linear (adaRMS folded into GEMM)     lamp::rms_norm, cuBLAS GEMM
+    attention  lamp::mqa_attention (RoPE, both K/V sources)   lamp::rope x2, concat, 2 GEMMs
+                                                              around lamp::masked_softmax
+    o          lamp::gated_linear (gated residual epilogue)   cuBLAS GEMM, addcmul
+    gate_up    lamp::ada_geglu (norm, 2 weights, GeGLU)      lamp::rms_norm, cuBLAS, lamp::geglu
+    down       lamp::gated_linear                             cuBLAS GEMM, addcmul
+
+Which wins depends on the shape and the GPU (on the H200 cuBLAS streams a 1024-wide weight
+faster than our Triton GEMM once the norm sits in its prologue; the fused attention and gated
+GEMMs win), so the lowering times both, with every tile candidate of the fused one
+(kernels/tuning.py), and records the choice per part: tiles, or [] for the library form. Both
+forms compute the float32 reference math of the passes' layer; only rounding points differ.
+"""
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from lamp_ros.compiler.passes.modules import StepAdaRMSNorm
+from lamp_ros.kernels import ops as kernel_ops
+
+PARTS = ('qkv', 'attention', 'o', 'gate_up', 'down')
+COUNTERS = 1024  # split-K tile counters per layer (more than any tiling has output tiles)
+LIBRARY = []  # the tiles value that selects a part's library form
+
+
+class ExpertKernels(nn.Module):
+    """Per-Euler-step constants of one expert layer, (steps, size) each, and its parts' choices.
+
+    The adaRMS norm before a linear is linear in x once rstd(x) is known, so the fused GEMMs
+    compute rstd(x) * ((x * mod) @ W^T) + shift @ W^T: `*_mod` is 1 + scale, `*_bias` the
+    shift pushed through the linear(s) the norm feeds (qkv; gate and up), `*_gate` the residual
+    gate; float32, computed once from the norms' step tables and the weights."""
+
+    def __init__(self, layer):
+        super().__init__()
+        qkv = layer.attn.in_proj.linears()[0].weight
+        gate_up = layer.mlp.in_proj.linears()[0].weight
+        with torch.no_grad():
+            for name, norm, biases in (('attn', layer.input_norm, {'attn_bias': qkv}),
+                                       ('mlp', layer.post_attn_norm,
+                                        dict(zip(('gate_bias', 'up_bias'),
+                                                 gate_up.chunk(2))))):
+                scale, shift, gate = norm.table.float().chunk(3, dim=-1)
+                self.register_buffer(f'{name}_mod', 1.0 + scale)
+                self.register_buffer(f'{name}_gate', gate.contiguous())
+                for bias, weight in biases.items():
+                    self.register_buffer(bias, shift @ weight.float().t())
+        # the split-K GEMMs' tile counters: zero between calls (the kernels reset them)
+        self.register_buffer('counters', torch.zeros(COUNTERS, dtype=torch.int32,
+                                                     device=qkv.device))
+        self.tiles = {part: LIBRARY for part in PARTS}  # part -> tiles, or [] for the library
+
+    @staticmethod
+    def applies(layer) -> bool:
+        """Whether `layer` is an expert layer in the form these parts read: adaRMS step
+        tables, one-K/V-head attention on the kernel path, q/k/v and gate/up merged, no
+        biases."""
+        if layer.kv_only or not isinstance(layer.input_norm, StepAdaRMSNorm):
+            return False
+        attn, mlp = layer.attn, layer.mlp
+        linears = (*attn.in_proj.linears(), attn.o_proj, *mlp.in_proj.linears(), mlp.down_proj)
+        return (attn.fused and attn.kernel and attn.folds_heads
+                and attn.in_proj.names == ('q', 'k', 'v') and len(attn.in_proj.linears()) == 1
+                and mlp.in_proj.names == ('gate', 'up') and len(mlp.in_proj.linears()) == 1
+                and all(lin.bias is None for lin in linears))
+
+    def step(self, layer, x, step: int, k_prefix, v_prefix, mask, rotation) -> torch.Tensor:
+        """The layer at Euler `step`; `rotation` is the action tokens' (cos, sin)."""
+        qkv = self.qkv(layer, x, step)
+        x = self.o(layer, self.attention(layer, qkv, k_prefix, v_prefix, mask, rotation), x,
+                   step)
+        return self.down(layer, self.gate_up(layer, x, step), x, step)
+
+    def qkv(self, layer, x, step):
+        """adaRMS(x) @ Wqkv^T -> the raw (unrotated) q/k/v of the action tokens."""
+        w, tiles = layer.attn.in_proj.linears()[0].weight, self.tiles['qkv']
+        if tiles == LIBRARY:
+            return F.linear(layer.input_norm(x, step)[0], w)
+        return kernel_ops.ada_linear(x, w, self.attn_mod[step], self.attn_bias[step],
+                                     layer.input_norm.eps, tiles, self.counters)
+
+    def attention(self, layer, qkv, k_prefix, v_prefix, mask, rotation):
+        """Every query head against the prefix K/V and the tokens' own -> (b, n, heads * d)."""
+        cfg, tiles = layer.attn.cfg, self.tiles['attention']
+        if tiles != LIBRARY:
+            return kernel_ops.mqa_attention(qkv, k_prefix, v_prefix, *rotation, mask,
+                                            cfg.num_heads, cfg.head_dim ** -0.5, tiles)
+        b, n, _ = qkv.shape
+        d = cfg.head_dim
+        q, k, v = qkv.split([cfg.num_heads * d, d, d], dim=-1)
+        q = kernel_ops.rope(q.reshape(b, n, cfg.num_heads, d), *rotation)
+        k = torch.cat([k_prefix, kernel_ops.rope(k.reshape(b, n, 1, d), *rotation)], dim=1)
+        v = torch.cat([v_prefix, v.reshape(b, n, 1, d)], dim=1)
+        return layer.attn.attention(q, k, v, mask)
+
+    def o(self, layer, a, x, step):
+        """x + gate * (a @ Wo^T)."""
+        w, tiles = layer.attn.o_proj.weight, self.tiles['o']
+        if tiles == LIBRARY:
+            return torch.addcmul(x, F.linear(a, w), self.attn_gate[step].to(x.dtype))
+        return kernel_ops.gated_linear(a, w, x, self.attn_gate[step], tiles, self.counters)
+
+    def gate_up(self, layer, x, step):
+        """gelu_tanh(gate) * up of adaRMS(x): the MLP's hidden layer."""
+        w, tiles = layer.mlp.in_proj.linears()[0].weight, self.tiles['gate_up']
+        if tiles == LIBRARY:
+            return layer.mlp.hidden(layer.post_attn_norm(x, step)[0])
+        w_gate, w_up = w.chunk(2)
+        return kernel_ops.ada_geglu(x, w_gate, w_up, self.mlp_mod[step], self.gate_bias[step],
+                                    self.up_bias[step], layer.post_attn_norm.eps, tiles,
+                                    self.counters)
+
+    def down(self, layer, h, x, step):
+        """x + gate * (h @ Wdown^T)."""
+        w, tiles = layer.mlp.down_proj.weight, self.tiles['down']
+        if tiles == LIBRARY:
+            return torch.addcmul(x, F.linear(h, w), self.mlp_gate[step].to(x.dtype))
+        return kernel_ops.gated_linear(h, w, x, self.mlp_gate[step], tiles, self.counters)

@@ -1,0 +1,323 @@
+"""Triton kernels of the action expert's layer: four GEMMs and one attention, nothing between.
+
+The expert runs its 18 layers 10 times per inference on 50 rows. At that size each GEMM is a
+stream of its weights (M = 50 is far below the GPU's compute knee), so what costs is every extra
+launch and every extra round trip of the activations. One layer is five launches here:
+
+    qkv   = rstd(x) * ((x * mod) @ Wqkv^T) + bias    (adaRMS norm folded into the GEMM)
+    a     = attention(qkv, prefix K/V)                 (RoPE, both K/V sources, mask, softmax)
+    x     = x + gate * (a @ Wo^T)                      (gated residual in the epilogue)
+    h     = gelu(rstd(x) * ((x*mod) @ Wg^T) + bg) * (rstd(x) * ((x*mod) @ Wu^T) + bu)
+    x     = x + gate * (h @ Wd^T)
+
+The adaRMS norm is linear in x once rstd is known, so it moves through the GEMM: the shift
+becomes a bias (shift @ W^T, per Euler step, precomputed by the lowering) and rstd is summed in
+the same loop that streams the weights. Tile sizes are arguments: the lowering measures a few per
+GEMM shape on the GPU and stores the winner in the exported program (kernels/tuning.py).
+"""
+
+import torch
+import triton
+import triton.language as tl
+
+FILL = tl.constexpr(-3.4028234663852886e38)  # the eager code's finite fill for masked logits
+LOG2E = 1.4426950408889634
+
+
+def _precision(dtype) -> str:
+    """float32 groups keep IEEE products (tf32 would break their 1e-4 parity)."""
+    return 'ieee' if dtype == torch.float32 else 'tf32'
+
+
+@triton.jit
+def _gelu_tanh(g):
+    # 0.5 g (1 + tanh z) = g sigmoid(2z)
+    z = 0.7978845608028654 * (g + 0.044715 * g * g * g)
+    return g * tl.sigmoid(2.0 * z)
+
+
+@triton.jit
+def _expert_gemm_kernel(x_ptr, w_ptr, w2_ptr, y_ptr, mod_ptr, bias_ptr, bias2_ptr, res_ptr,
+                        gate_ptr, part_ptr, part2_ptr, sumsq_ptr, count_ptr, M, N, K,
+                        k_per_split, stride_x, stride_w, stride_w2, stride_y, stride_res, eps,
+                        NORM: tl.constexpr, GEGLU: tl.constexpr, RESIDUAL: tl.constexpr,
+                        GATED: tl.constexpr, SPLIT: tl.constexpr, PRECISION: tl.constexpr,
+                        BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    pid_n = tl.program_id(0)
+    pid_m = tl.program_id(1)
+    split = tl.program_id(2)
+    rows = pid_m * BM + tl.arange(0, BM)
+    cols = pid_n * BN + tl.arange(0, BN)
+    ks = tl.arange(0, BK)
+    row_ok = rows < M
+    col_ok = cols < N
+    k_start = split * k_per_split
+    x_ptrs = x_ptr + rows[:, None] * stride_x + (k_start + ks)[None, :]
+    w_ptrs = w_ptr + cols[:, None] * stride_w + (k_start + ks)[None, :]
+    w2_ptrs = w2_ptr + cols[:, None] * stride_w2 + (k_start + ks)[None, :]
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    acc2 = tl.zeros((BM, BN), dtype=tl.float32)
+    sumsq = tl.zeros((BM,), dtype=tl.float32)
+    for k0 in range(k_start, k_start + k_per_split, BK):
+        x = tl.load(x_ptrs, mask=row_ok[:, None], other=0.0)
+        if NORM:
+            xf = x.to(tl.float32)
+            sumsq += tl.sum(xf * xf, axis=1)
+            x = (xf * tl.load(mod_ptr + k0 + ks)[None, :]).to(w_ptr.dtype.element_ty)
+        w = tl.load(w_ptrs, mask=col_ok[:, None], other=0.0)
+        acc = tl.dot(x, tl.trans(w), acc, input_precision=PRECISION)
+        if GEGLU:
+            w2 = tl.load(w2_ptrs, mask=col_ok[:, None], other=0.0)
+            acc2 = tl.dot(x, tl.trans(w2), acc2, input_precision=PRECISION)
+            w2_ptrs += BK
+        x_ptrs += BK
+        w_ptrs += BK
+    last = True
+    if SPLIT:
+        # Split-K: every split leaves its partial sums; the last split of a tile to finish (an
+        # atomic counter, reset by it for the next call) adds them up in split order, so the
+        # result does not depend on which split came last, and runs the epilogue.
+        tile = pid_m * tl.num_programs(0) + pid_n
+        splits = tl.num_programs(2)
+        tiles = tl.num_programs(0) * tl.num_programs(1)
+        here = (split * tiles + tile) * BM * BN + tl.arange(0, BM)[:, None] * BN \
+            + tl.arange(0, BN)[None, :]
+        tl.store(part_ptr + here, acc)
+        if GEGLU:
+            tl.store(part2_ptr + here, acc2)
+        if NORM:
+            tl.store(sumsq_ptr + (split * tiles + tile) * BM + tl.arange(0, BM), sumsq)
+        tl.debug_barrier()
+        done = tl.atomic_add(count_ptr + tile, 1, sem='acq_rel')
+        last = done == splits - 1
+        if last:
+            acc = tl.zeros((BM, BN), dtype=tl.float32)
+            acc2 = tl.zeros((BM, BN), dtype=tl.float32)
+            sumsq = tl.zeros((BM,), dtype=tl.float32)
+            for s in range(0, splits):
+                there = here + (s - split) * tiles * BM * BN
+                acc += tl.load(part_ptr + there, cache_modifier='.cg')
+                if GEGLU:
+                    acc2 += tl.load(part2_ptr + there, cache_modifier='.cg')
+                if NORM:
+                    sumsq += tl.load(sumsq_ptr + (s * tiles + tile) * BM + tl.arange(0, BM),
+                                     cache_modifier='.cg')
+            tl.atomic_xchg(count_ptr + tile, 0)
+    if last:
+        if NORM:
+            rstd = tl.rsqrt(sumsq / K + eps)
+            acc = acc * rstd[:, None] + tl.load(bias_ptr + cols, mask=col_ok, other=0.0)[None, :]
+            if GEGLU:
+                acc2 = acc2 * rstd[:, None] + tl.load(bias2_ptr + cols, mask=col_ok,
+                                                      other=0.0)[None, :]
+        if GEGLU:
+            acc = _gelu_tanh(acc) * acc2
+        inside = row_ok[:, None] & col_ok[None, :]
+        if RESIDUAL:
+            res = tl.load(res_ptr + rows[:, None] * stride_res + cols[None, :], mask=inside,
+                          other=0.0).to(tl.float32)
+            if GATED:
+                acc = acc * tl.load(gate_ptr + cols, mask=col_ok,
+                                    other=0.0).to(tl.float32)[None, :]
+            acc = res + acc
+        tl.store(y_ptr + rows[:, None] * stride_y + cols[None, :],
+                 acc.to(y_ptr.dtype.element_ty), mask=inside)
+
+
+def _rows(x: torch.Tensor) -> torch.Tensor:
+    """x as (rows, last dim), unit stride on the last dim (views of GEMM outputs stay views)."""
+    rows = x.reshape(-1, x.shape[-1])
+    return rows if rows.stride(1) == 1 else rows.contiguous()
+
+
+def _weight(w: torch.Tensor) -> torch.Tensor:
+    return w if w.stride(1) == 1 else w.contiguous()
+
+
+def expert_gemm(x, weight, tiles, *, counters=None, weight2=None, mod=None, bias=None,
+                bias2=None, residual=None, gate=None, eps=0.0):
+    """One launch of `_expert_gemm_kernel` over x (..., K) -> (..., N); see the module doc.
+
+    tiles = (block_m, block_n, block_k, warps, stages, splits). With splits > 1, K is cut into
+    that many slices, one program each, and `counters` (int32 zeros, one per output tile; left
+    zero again by the kernel) tells the last slice of a tile to finish."""
+    block_m, block_n, block_k, warps, stages, splits = tiles
+    a, w = _rows(x), _weight(weight)
+    m, k = a.shape
+    n = w.shape[0]
+    if k % (block_k * splits):
+        raise ValueError(f'expert_gemm: K={k} is not a multiple of {splits} splits of '
+                         f'{block_k}')
+    grid = (triton.cdiv(n, block_n), triton.cdiv(m, block_m), splits)
+    f32 = dict(dtype=torch.float32, device=x.device)
+    out = torch.empty((m, n), dtype=x.dtype, device=x.device)
+    part = part2 = sumsq = out
+    if splits > 1:
+        tiles_mn = grid[0] * grid[1]
+        if counters is None or counters.numel() < tiles_mn or counters.dtype != torch.int32:
+            raise ValueError(f'expert_gemm: {splits} splits need int32 counters for '
+                             f'{tiles_mn} tiles')
+        part = torch.empty((splits, tiles_mn, block_m, block_n), **f32)
+        part2 = torch.empty_like(part) if weight2 is not None else part
+        sumsq = torch.empty((splits, tiles_mn, block_m), **f32)
+    w2 = _weight(weight2) if weight2 is not None else w
+    res = _rows(residual) if residual is not None else out
+    mod = mod.float().contiguous() if mod is not None else None
+    _expert_gemm_kernel[grid](
+        a, w, w2, out, mod if mod is not None else out,
+        bias.float().contiguous() if bias is not None else out,
+        bias2.float().contiguous() if bias2 is not None else out, res,
+        gate.contiguous() if gate is not None else out, part, part2, sumsq,
+        counters if splits > 1 else out, m, n, k, k // splits, a.stride(0), w.stride(0),
+        w2.stride(0), out.stride(0), res.stride(0), eps, NORM=mod is not None,
+        GEGLU=weight2 is not None, RESIDUAL=residual is not None, GATED=gate is not None,
+        SPLIT=splits > 1, PRECISION=_precision(x.dtype), BM=block_m, BN=block_n, BK=block_k,
+        num_warps=warps, num_stages=stages)
+    return out.view(*x.shape[:-1], n)
+
+
+@triton.jit
+def _attend_block(q1, q2, k1, k2, v1, v2, keep, key_ok, m_i, l_i, acc1, acc2,
+                  PRECISION: tl.constexpr):
+    """One online-softmax step over a block of keys (scores already in log2 units)."""
+    s = tl.dot(q1, tl.trans(k1), input_precision=PRECISION)
+    s = tl.dot(q2, tl.trans(k2), s, input_precision=PRECISION)
+    s = tl.where(keep != 0, s, FILL)
+    s = tl.where(key_ok[None, :], s, float('-inf'))
+    m_new = tl.maximum(m_i, tl.max(s, axis=1))
+    alpha = tl.exp2(m_i - m_new)
+    p = tl.exp2(s - m_new[:, None])
+    l_i = l_i * alpha + tl.sum(p, axis=1)
+    p = p.to(v1.dtype)
+    acc1 = tl.dot(p, v1, acc1 * alpha[:, None], input_precision=PRECISION)
+    acc2 = tl.dot(p, v2, acc2 * alpha[:, None], input_precision=PRECISION)
+    return m_new, l_i, acc1, acc2
+
+
+@triton.jit
+def _mqa_partial_kernel(qkv_ptr, kp_ptr, vp_ptr, cos_ptr, sin_ptr, mask_ptr, m_ptr, l_ptr,
+                        acc_ptr, n, T, heads, stride_qkv_b, stride_qkv_t, stride_kp_b,
+                        stride_kp_t, stride_vp_b, stride_vp_t, row_blocks, prefix_splits,
+                        keys_per_split, qk_scale, HALF: tl.constexpr, BM: tl.constexpr,
+                        BN: tl.constexpr, PRECISION: tl.constexpr):
+    pid = tl.program_id(0)
+    split = tl.program_id(1)
+    splits = tl.num_programs(1)
+    b = pid // row_blocks
+    rows_total = n * heads
+    r = (pid % row_blocks) * BM + tl.arange(0, BM)
+    r_ok = r < rows_total
+    t = tl.where(r_ok, r // heads, 0)  # query token; rows are token-major, as q's memory is
+    h = r % heads
+    d = tl.arange(0, HALF)
+    dtype = qkv_ptr.dtype.element_ty
+    # q of every (token, head) row, rotated here (RoPE) and pre-scaled into log2 units
+    q_at = qkv_ptr + b * stride_qkv_b + t[:, None] * stride_qkv_t + h[:, None] * 2 * HALF
+    q1 = tl.load(q_at + d[None, :], mask=r_ok[:, None], other=0.0).to(tl.float32)
+    q2 = tl.load(q_at + HALF + d[None, :], mask=r_ok[:, None], other=0.0).to(tl.float32)
+    cs = (b * n + t)[:, None] * HALF + d[None, :]
+    c = tl.load(cos_ptr + cs)
+    s_ = tl.load(sin_ptr + cs)
+    q1, q2 = ((q1 * c - q2 * s_) * qk_scale).to(dtype), ((q2 * c + q1 * s_) * qk_scale).to(dtype)
+    width = T + n  # the mask's row length: prefix keys, then the action tokens
+    mask_row = mask_ptr + (b * n + t)[:, None] * width
+    m_i = tl.full((BM,), float('-inf'), dtype=tl.float32)
+    l_i = tl.zeros((BM,), dtype=tl.float32)
+    acc1 = tl.zeros((BM, HALF), dtype=tl.float32)
+    acc2 = tl.zeros((BM, HALF), dtype=tl.float32)
+    if split < prefix_splits:  # a slice of the prefix KV cache (already rotated)
+        start = split * keys_per_split
+        stop = tl.minimum(start + keys_per_split, T)
+        for k0 in range(start, stop, BN):
+            keys = k0 + tl.arange(0, BN)
+            key_ok = keys < stop
+            k_at = kp_ptr + b * stride_kp_b + keys[:, None] * stride_kp_t + d[None, :]
+            v_at = vp_ptr + b * stride_vp_b + keys[:, None] * stride_vp_t + d[None, :]
+            k1 = tl.load(k_at, mask=key_ok[:, None], other=0.0)
+            k2 = tl.load(k_at + HALF, mask=key_ok[:, None], other=0.0)
+            v1 = tl.load(v_at, mask=key_ok[:, None], other=0.0)
+            v2 = tl.load(v_at + HALF, mask=key_ok[:, None], other=0.0)
+            keep = tl.load(mask_row + keys[None, :], mask=r_ok[:, None] & key_ok[None, :],
+                           other=0)
+            m_i, l_i, acc1, acc2 = _attend_block(q1, q2, k1, k2, v1, v2, keep, key_ok, m_i,
+                                                 l_i, acc1, acc2, PRECISION)
+    else:  # the action tokens' own K/V, from the qkv GEMM; K rotated here
+        for k0 in range(0, n, BN):
+            j = k0 + tl.arange(0, BN)
+            key_ok = j < n
+            jj = tl.where(key_ok, j, 0)
+            k_at = qkv_ptr + b * stride_qkv_b + jj[:, None] * stride_qkv_t + heads * 2 * HALF \
+                + d[None, :]
+            k1 = tl.load(k_at, mask=key_ok[:, None], other=0.0).to(tl.float32)
+            k2 = tl.load(k_at + HALF, mask=key_ok[:, None], other=0.0).to(tl.float32)
+            kcs = (b * n + jj)[:, None] * HALF + d[None, :]
+            kc = tl.load(cos_ptr + kcs)
+            ksn = tl.load(sin_ptr + kcs)
+            k1, k2 = (k1 * kc - k2 * ksn).to(dtype), (k2 * kc + k1 * ksn).to(dtype)
+            v1 = tl.load(k_at + 2 * HALF, mask=key_ok[:, None], other=0.0)
+            v2 = tl.load(k_at + 3 * HALF, mask=key_ok[:, None], other=0.0)
+            keep = tl.load(mask_row + T + j[None, :], mask=r_ok[:, None] & key_ok[None, :],
+                           other=0)
+            m_i, l_i, acc1, acc2 = _attend_block(q1, q2, k1, k2, v1, v2, keep, key_ok, m_i,
+                                                 l_i, acc1, acc2, PRECISION)
+    part = (b * splits + split) * rows_total + r
+    tl.store(m_ptr + part, m_i, mask=r_ok)
+    tl.store(l_ptr + part, l_i, mask=r_ok)
+    acc_at = acc_ptr + part[:, None] * 2 * HALF + d[None, :]
+    tl.store(acc_at, acc1, mask=r_ok[:, None])
+    tl.store(acc_at + HALF, acc2, mask=r_ok[:, None])
+
+
+@triton.jit
+def _mqa_combine_kernel(m_ptr, l_ptr, acc_ptr, out_ptr, rows_total, splits,
+                        SPLITS: tl.constexpr, D: tl.constexpr):
+    pid = tl.program_id(0)
+    b = pid // rows_total
+    r = pid % rows_total
+    s = tl.arange(0, SPLITS)
+    s_ok = s < splits
+    part = (b * splits + s) * rows_total + r
+    m = tl.load(m_ptr + part, mask=s_ok, other=float('-inf'))
+    l_ = tl.load(l_ptr + part, mask=s_ok, other=0.0)
+    w = tl.where(s_ok, tl.exp2(m - tl.max(m, axis=0)), 0.0)
+    d = tl.arange(0, D)
+    acc = tl.load(acc_ptr + part[:, None] * D + d[None, :], mask=s_ok[:, None], other=0.0)
+    out = tl.sum(acc * w[:, None], axis=0) / tl.sum(w * l_, axis=0)
+    # row r = token * heads + head sits at out[b, token, head * D:]: (b, n * heads, D) in memory
+    tl.store(out_ptr + pid * D + d, out.to(out_ptr.dtype.element_ty))
+
+
+def mqa_attention(qkv, k_prefix, v_prefix, cos, sin, mask, heads, scale, tiles):
+    """Attention of the action tokens: every query head of qkv (b, n, (heads + 2) * d) against
+    the prefix K/V (b, T, d) and the tokens' own K/V -> (b, n, heads * d).
+
+    One program per (block of query rows, slice of keys) keeps the GPU busy at 50 queries;
+    a second kernel merges the slices' (max, sum, output) as flash-decoding does."""
+    block_m, block_n, keys_per_split, warps, stages = tiles
+    b, n, width = qkv.shape
+    T, d = k_prefix.shape[1], k_prefix.shape[-1]
+    if width != (heads + 2) * d or qkv.stride(2) != 1:
+        raise ValueError(f'mqa_attention: qkv {tuple(qkv.shape)} is not q/k/v of {heads} heads '
+                         f'of {d}')
+    kp, vp = k_prefix.reshape(b, T, d), v_prefix.reshape(b, T, d)
+    kp = kp if kp.stride(2) == 1 else kp.contiguous()
+    vp = vp if vp.stride(2) == 1 else vp.contiguous()
+    cos, sin = cos.float().contiguous(), sin.float().contiguous()
+    keep = mask.contiguous().view(torch.uint8)
+    rows = n * heads
+    row_blocks = triton.cdiv(rows, block_m)
+    prefix_splits = triton.cdiv(T, keys_per_split)
+    splits = prefix_splits + 1
+    f32 = dict(dtype=torch.float32, device=qkv.device)
+    m = torch.empty((b, splits, rows), **f32)
+    l_ = torch.empty((b, splits, rows), **f32)
+    acc = torch.empty((b, splits, rows, d), **f32)
+    _mqa_partial_kernel[(b * row_blocks, splits)](
+        qkv, kp, vp, cos, sin, keep, m, l_, acc, n, T, heads, qkv.stride(0), qkv.stride(1),
+        kp.stride(0), kp.stride(1), vp.stride(0), vp.stride(1), row_blocks, prefix_splits,
+        keys_per_split, scale * LOG2E, HALF=d // 2, BM=block_m, BN=block_n,
+        PRECISION=_precision(qkv.dtype), num_warps=warps, num_stages=stages)
+    out = torch.empty((b, n, heads * d), dtype=qkv.dtype, device=qkv.device)
+    _mqa_combine_kernel[(b * rows,)](m, l_, acc, out, rows, splits,
+                                     SPLITS=triton.next_power_of_2(splits), D=d, num_warps=4)
+    return out
