@@ -185,30 +185,61 @@ def main():
     def eager(*a):
         return model.sample_actions(*a)
 
-    outs, not_measured = {}, {}
+    outs, not_measured, infos = {}, {}, {'hf_eager_info': {}, 'torch_compile_info': {}}
+    if not args.torch_compile:
+        not_measured['torch_compile_ms'] = 'not run: pass --torch-compile (minutes of autotuning)'
+
+    def save(pending=()):
+        """Write the report so far (after every path: a run killed by a time limit keeps what
+        it measured; `pending` names the paths still to come)."""
+        report = make_report(cfg, runtime, group, build, results, outs, lamp_out, lamp_peak,
+                             {**not_measured, **{f'{p}_ms': 'pending: the run ended before it'
+                                                 for p in pending}}, infos)
+        os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+        with open(args.out, 'w') as f:
+            json.dump(report, f, indent=1)
+        return report
+
+    todo = ['eager', 'eager_graph', 'hf_eager'] + (['torch_compile'] if args.torch_compile
+                                                   else [])
     for name, fn in (('eager', eager), ('eager_graph', cuda_graph(eager, x))):
         *results[name], outs[name] = time_it(fn, x, args.runs)
         print(f'{name}: {results[name][0]:.2f} ms', flush=True)
+        todo.remove(name)
+        save(todo)
     try:
         from bench.baselines import hf_eager
-        fn, hf_info = hf_eager(cfg)
+        fn, infos['hf_eager_info'] = hf_eager(cfg)
         *results['hf_eager'], _ = time_it(fn, x, args.runs)
         print(f"hf_eager: {results['hf_eager'][0]:.2f} ms", flush=True)
         del fn
         torch.cuda.empty_cache()
     except Exception as exc:  # a baseline failing must not cost the other figures
-        hf_info = {}
         not_measured['hf_eager_ms'] = f'{type(exc).__name__}: {exc}'
         print(f'hf_eager not measured: {not_measured["hf_eager_ms"]}', flush=True)
-    compile_info = {}
+    todo.remove('hf_eager')
+    save(todo)
     if args.torch_compile:
         from bench.baselines import torch_compile
-        fn, compile_info = torch_compile(model, x)
+        fn, infos['torch_compile_info'] = torch_compile(model, x)
         *results['torch_compile'], outs['torch_compile'] = time_it(fn, x, args.runs)
         print(f"torch_compile: {results['torch_compile'][0]:.2f} ms "
-              f"(compiled in {compile_info.get('compile_s', 0):.0f} s)", flush=True)
-    else:
-        not_measured['torch_compile_ms'] = 'not run: pass --torch-compile (minutes of autotuning)'
+              f"(compiled in {infos['torch_compile_info'].get('compile_s', 0):.0f} s)",
+              flush=True)
+    report = save()
+    ms, lamp_ms = report['median_ms'], report['lamp_ms']
+    for key in ('hf_eager', 'eager', 'eager_graph', 'torch_compile', 'lamp', 'lamp_inference'):
+        if key in ms:
+            print(f'{key:16s} median {ms[key]:9.2f} ms  p99 {results[key][1]:9.2f} ms  '
+                  f'x{ms[key] / lamp_ms:6.2f} of lamp')
+    for key in ('roofline_ms', 'pct_of_roofline', 'parity_max_rel_error', 'lamp_peak_memory_gb',
+                'build_total_s'):
+        print(f'{key:28s} {report[key]:.4g}')
+
+
+def make_report(cfg, runtime, group, build, results, outs, lamp_out, lamp_peak, not_measured,
+                infos) -> dict:
+    """gpu_pi05.json from what has been measured (keys of paths not yet run are None)."""
     roof = roofline(cfg)
     ref = outs['eager']
     ms = {k: v[0] for k, v in results.items()}
@@ -231,21 +262,11 @@ def main():
         'pct_of_roofline': 100 * roof['total_ms'] / lamp_ms, 'roofline': roof,
         'lamp_peak_memory_gb': lamp_peak,
         'process_peak_memory_gb': torch.cuda.max_memory_allocated() / 1e9,
-        'hf_eager_info': hf_info, 'torch_compile_info': compile_info,
-        'not_measured': not_measured,
+        **infos, 'not_measured': not_measured,
     }
     if 'torch_compile' in outs:
         report['parity_rel_error_torch_compile'] = rel_error(outs['torch_compile'], ref)
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    with open(args.out, 'w') as f:
-        json.dump(report, f, indent=1)
-    for key in ('hf_eager', 'eager', 'eager_graph', 'torch_compile', 'lamp', 'lamp_inference'):
-        if key in ms:
-            print(f'{key:16s} median {ms[key]:9.2f} ms  p99 {results[key][1]:9.2f} ms  '
-                  f'x{ms[key] / lamp_ms:6.2f} of lamp')
-    for key in ('roofline_ms', 'pct_of_roofline', 'parity_max_rel_error', 'lamp_peak_memory_gb',
-                'build_total_s'):
-        print(f'{key:28s} {report[key]:.4g}')
+    return report
 
 
 if __name__ == '__main__':

@@ -13,7 +13,8 @@ reference code, rounded once instead of after every op, so parity holds at the g
 Then every expert layer in the passes' final form (adaRMS tables, merged q/k/v and gate/up, one
 K/V head) gets its `ExpertKernels` (compiler/passes/expert_kernels.py): five parts, each either
 a fused lamp kernel (kernels/triton_expert.py) with tiles, or its library form, whichever this
-GPU ran fastest at the real shapes (kernels/tuning.py); `tuning_out` receives every timing.
+GPU ran fastest at the real shapes (kernels/tuning.py, which keeps the H200's choices in
+kernels/tiles/); `tuning_out` receives the choices, where they came from, and their timings.
 """
 
 import torch
@@ -56,11 +57,13 @@ def fuse_expert_layers(stage: ExpertStage, tuning_out: dict) -> int:
     for layer in layers:
         layer.expert_kernels = ExpertKernels(layer)
         on_gpu = layer.expert_kernels.counters.is_cuda
+        cache = tuning.cached_tiles(torch.cuda.get_device_name(
+            layer.expert_kernels.counters.device)) if on_gpu else {}
         for part, (shape, candidates, launch) in _tuning_problems(stage, layer).items():
             key = f'{part} {shape}'
             if key not in chosen:
-                chosen[key] = tuning.pick(candidates, launch, on_gpu)
-                tuning_out[key] = {'tiles': chosen[key].tiles,
+                chosen[key] = tuning.pick(candidates, launch, on_gpu, cache.get(key))
+                tuning_out[key] = {'tiles': chosen[key].tiles, 'source': chosen[key].source,
                                    'timings': chosen[key].timings}
             layer.expert_kernels.tiles[part] = chosen[key].tiles
     return len(layers)

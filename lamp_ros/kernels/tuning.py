@@ -7,21 +7,27 @@ to the operator as its `tiles` argument: torch.export records it in the program,
 records every candidate's time. A candidate may also be another way to compute the same thing
 (the expert's parts list their library form as []): the measurement decides. Off the GPU (the
 CPU tests) the first candidate is taken without timing: the CPU references ignore tiles.
+
+Measuring every candidate costs about a minute and a half of a build on the H200, so the choices
+a build measured are kept per GPU model in kernels/tiles/<gpu>.json (with every candidate's
+time) and reused when the GPU, part and shape match; LAMP_MEASURE_TILES=1 measures anyway.
 """
 
 import json
+import os
+import re
 from dataclasses import dataclass, field
 
 # (block_n, block_k, warps, stages), each tried whole and split along K (block_m covers the rows)
-GEMM_TILES = ((16, 128, 4, 4), (32, 128, 4, 4), (64, 64, 4, 4), (64, 128, 4, 3),
-              (128, 64, 8, 3))
-SPLITS = (1, 2, 4, 8, 16)
+# (trimmed to the H200's front-runners: (64, 64) and (128, 64) blocks and 8-16 splits never won)
+GEMM_TILES = ((16, 128, 4, 4), (32, 128, 4, 4), (64, 128, 4, 3))
+SPLITS = (1, 2, 4)
 SMS = 132  # H200; split-K candidates aim at one to four waves of programs
 # (block_m, block_n, keys_per_split, warps, stages): a split holds 1-4 key blocks, so software
 # pipelining buys little and 64-row blocks at 3 stages exceed the 227 KB of shared memory
-ATTENTION_CANDIDATES = ((16, 64, 128, 4, 1), (16, 64, 64, 4, 1), (16, 64, 256, 4, 1),
-                        (16, 128, 256, 4, 1), (32, 64, 128, 4, 1), (32, 64, 64, 4, 1),
-                        (64, 64, 128, 8, 1), (32, 32, 64, 4, 2))
+ATTENTION_CANDIDATES = ((16, 64, 128, 4, 1), (16, 64, 256, 4, 1), (16, 128, 256, 4, 1),
+                        (32, 64, 128, 4, 1))
+TILE_CACHE = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'tiles')
 
 
 @dataclass
@@ -30,6 +36,7 @@ class Choice:
 
     tiles: list
     timings: dict = field(default_factory=dict)
+    source: str = 'first candidate'  # 'measured', 'tile cache' or 'first candidate' (no GPU)
 
 
 def _block_m(rows: int) -> int:
@@ -43,12 +50,14 @@ def gemm_candidates(rows: int, n: int, k: int, max_tiles: int = 1024) -> list:
     bm = _block_m(rows)
     out = []
     for bn, bk, warps, stages in GEMM_TILES:
+        bk = min(bk, k)  # small models (pi05_tiny: K = 64) take one K block
         tiles = -(-n // bn) * -(-rows // bm)
         for splits in SPLITS:
             fills = SMS // 2 <= tiles * splits <= 4 * SMS and tiles <= max_tiles
             if k % (bk * splits) or (splits > 1 and not fills):
                 continue
-            out.append([bm, bn, bk, warps, stages, splits])
+            if [bm, bn, bk, warps, stages, splits] not in out:
+                out.append([bm, bn, bk, warps, stages, splits])
     return out
 
 
@@ -56,11 +65,14 @@ def attention_candidates(head_dim: int) -> list:
     return [list(c) for c in ATTENTION_CANDIDATES if head_dim // 2 >= 16]
 
 
-def pick(candidates: list, launch, on_gpu: bool) -> Choice:
-    """The fastest of `candidates` for `launch(tiles)` (median of Triton's do_bench) on the GPU;
-    the first one elsewhere."""
+def pick(candidates: list, launch, on_gpu: bool, cached: list | None = None) -> Choice:
+    """The fastest of `candidates` for `launch(tiles)` (median of CUDA-graph replays) on the
+    GPU, or `cached` (a choice measured before on this GPU model) when it is a candidate; the
+    first candidate off the GPU."""
     if not candidates:
         raise ValueError('tuning: no tile candidate fits this shape')
+    if cached is not None and list(cached) in [list(c) for c in candidates]:
+        return Choice(list(cached), source='tile cache')
     if not on_gpu:
         return Choice(list(candidates[0]))
     timings = {}
@@ -73,7 +85,23 @@ def pick(candidates: list, launch, on_gpu: bool) -> Choice:
     if not measured:
         raise RuntimeError(f'tuning: every candidate failed: {timings}')
     best = min(measured, key=measured.get)
-    return Choice(json.loads(best), timings)
+    return Choice(json.loads(best), timings, 'measured')
+
+
+def cache_path(gpu_name: str) -> str:
+    """kernels/tiles/<gpu>.json, e.g. nvidia_h200.json for 'NVIDIA H200'."""
+    return os.path.join(TILE_CACHE, re.sub(r'[^a-z0-9]+', '_', gpu_name.lower()).strip('_')
+                        + '.json')
+
+
+def cached_tiles(gpu_name: str) -> dict:
+    """{'<part> <shape>': tiles} measured before on this GPU model ({} when none, or when
+    LAMP_MEASURE_TILES=1 asks for a fresh measurement)."""
+    path = cache_path(gpu_name)
+    if os.environ.get('LAMP_MEASURE_TILES') == '1' or not os.path.isfile(path):
+        return {}
+    with open(path, encoding='utf-8') as f:
+        return json.load(f)['tiles']
 
 
 def gpu_time_ms(fn) -> float:

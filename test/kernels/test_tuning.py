@@ -1,0 +1,58 @@
+"""Tile choices: the cache of measured choices per GPU model, and what `pick` does without a GPU.
+Timing itself needs the GPU (scripts/device/kernels_check.py and every cuda build run it)."""
+
+import json
+
+from lamp_ros.compiler.passes.expert_kernels import LIBRARY
+from lamp_ros.kernels import tuning
+from lamp_ros.policies.config import get_preset
+
+
+def _never(tiles):
+    raise AssertionError('no launch expected off the GPU or from the cache')
+
+
+def test_pick_takes_the_cached_choice_only_when_it_is_a_candidate():
+    candidates = [[64, 16, 128, 4, 4, 1], [64, 32, 128, 4, 4, 2], LIBRARY]
+    choice = tuning.pick(candidates, _never, on_gpu=True, cached=[64, 32, 128, 4, 4, 2])
+    assert (choice.tiles, choice.source) == ([64, 32, 128, 4, 4, 2], 'tile cache')
+    assert tuning.pick(candidates, _never, True, cached=LIBRARY).tiles == LIBRARY
+    stale = tuning.pick(candidates, _never, on_gpu=False, cached=[64, 64, 64, 4, 4, 8])
+    assert (stale.tiles, stale.source) == (candidates[0], 'first candidate')
+
+
+def test_the_h200_cache_covers_pi05_full_with_current_candidates():
+    """Every cached choice must still be a candidate, or builds would silently re-measure."""
+    with open(tuning.cache_path('NVIDIA H200'), encoding='utf-8') as f:
+        cache = json.load(f)
+    cfg = get_preset('pi05_full')
+    e, rows = cfg.expert, cfg.action_horizon
+    width, qkv = e.width, (e.num_heads + 2) * e.head_dim
+    candidates = {
+        f'qkv {rows}x{qkv}x{width}': tuning.gemm_candidates(rows, qkv, width),
+        f'attention {rows}x{e.num_heads}x{e.head_dim} over {cfg.prefix_len}+{rows}':
+            tuning.attention_candidates(e.head_dim),
+        f'o {rows}x{width}x{e.num_heads * e.head_dim}':
+            tuning.gemm_candidates(rows, width, e.num_heads * e.head_dim),
+        f'gate_up {rows}x{e.mlp_dim}x{width}': tuning.gemm_candidates(rows, e.mlp_dim, width),
+        f'down {rows}x{width}x{e.mlp_dim}': tuning.gemm_candidates(rows, width, e.mlp_dim),
+    }
+    assert set(cache['tiles']) == set(candidates)
+    for key, tiles in cache['tiles'].items():
+        assert tiles == LIBRARY or tiles in candidates[key], key
+        assert key in cache['timings_ms']
+
+
+def test_measure_tiles_env_ignores_the_cache(monkeypatch):
+    assert tuning.cached_tiles('NVIDIA H200')
+    assert tuning.cached_tiles('Some Other GPU') == {}
+    monkeypatch.setenv('LAMP_MEASURE_TILES', '1')
+    assert tuning.cached_tiles('NVIDIA H200') == {}
+
+
+def test_gemm_candidates_fit_the_shape():
+    for n, k in ((2560, 1024), (1024, 4096), (96, 64)):
+        for bm, bn, bk, warps, stages, splits in tuning.gemm_candidates(50, n, k):
+            assert k % (bk * splits) == 0 and bm == 64
+            if splits > 1:
+                assert tuning.SMS // 2 <= -(-n // bn) * splits <= 4 * tuning.SMS
