@@ -2,8 +2,9 @@
 
 Compile side: the group's model stages, cast to the group precision and moved to the GPU,
 switched onto lamp_ros's own kernels where the graph passes put them in a form that has them
-(kernels/lowering.py: fused RMSNorm, RoPE, GeGLU, residual adds in GEMM epilogues, the expert
-layers as five kernels each with tiles timed on this GPU and recorded as `tiles`), are
+(kernels/lowering.py: fused RMSNorm, RoPE, GeGLU, residual adds in GEMM epilogues, and each
+part of an expert layer on a fused kernel or its library form, whichever this GPU ran faster,
+the choices recorded as `tiles`), are
 captured with torch.export and saved as a PT2 archive (graph JSON + raw weight bytes; the example
 inputs are dropped so the archive holds no pickled objects). It must be built on a CUDA
 machine: export records the device.
