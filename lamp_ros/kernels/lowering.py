@@ -53,19 +53,22 @@ def fuse_expert_layers(stage: ExpertStage, tuning_out: dict) -> int:
               if layer.expert_kernels is None and ExpertKernels.applies(layer)]
     if not layers or not stage.rotary.kernel:
         return 0
-    chosen = {}
+    device = layers[0].attn.o_proj.weight.device
+    on_gpu = device.type == 'cuda'
+    cache = tuning.cached_tiles(torch.cuda.get_device_name(device)) if on_gpu else {}
+    chosen = {}  # the layer's weight shapes -> {part: tiles}: same shapes, same choices
     for layer in layers:
         layer.expert_kernels = ExpertKernels(layer)
-        on_gpu = layer.expert_kernels.counters.is_cuda
-        cache = tuning.cached_tiles(torch.cuda.get_device_name(
-            layer.expert_kernels.counters.device)) if on_gpu else {}
-        for part, (shape, candidates, launch) in _tuning_problems(stage, layer).items():
-            key = f'{part} {shape}'
-            if key not in chosen:
-                chosen[key] = tuning.pick(candidates, launch, on_gpu, cache.get(key))
-                tuning_out[key] = {'tiles': chosen[key].tiles, 'source': chosen[key].source,
-                                   'timings': chosen[key].timings}
-            layer.expert_kernels.tiles[part] = chosen[key].tiles
+        shapes = tuple(tuple(p.shape) for p in layer.parameters())
+        if shapes not in chosen:
+            chosen[shapes] = {}
+            for part, (shape, candidates, launch) in _tuning_problems(stage, layer).items():
+                key = f'{part} {shape}'
+                choice = tuning.pick(candidates, launch, on_gpu, cache.get(key))
+                chosen[shapes][part] = choice.tiles
+                tuning_out[key] = {'tiles': choice.tiles, 'source': choice.source,
+                                   'timings': choice.timings}
+        layer.expert_kernels.tiles.update(chosen[shapes])
     return len(layers)
 
 

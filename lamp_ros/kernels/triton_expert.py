@@ -20,6 +20,8 @@ import torch
 import triton
 import triton.language as tl
 
+from lamp_ros.kernels.triton_kernels import rows as _rows
+
 FILL = tl.constexpr(-3.4028234663852886e38)  # the eager code's finite fill for masked logits
 LOG2E = 1.4426950408889634
 
@@ -124,16 +126,6 @@ def _expert_gemm_kernel(x_ptr, w_ptr, w2_ptr, y_ptr, mod_ptr, bias_ptr, bias2_pt
                  acc.to(y_ptr.dtype.element_ty), mask=inside)
 
 
-def _rows(x: torch.Tensor) -> torch.Tensor:
-    """x as (rows, last dim), unit stride on the last dim (views of GEMM outputs stay views)."""
-    rows = x.reshape(-1, x.shape[-1])
-    return rows if rows.stride(1) == 1 else rows.contiguous()
-
-
-def _weight(w: torch.Tensor) -> torch.Tensor:
-    return w if w.stride(1) == 1 else w.contiguous()
-
-
 def expert_gemm(x, weight, tiles, *, counters=None, weight2=None, mod=None, bias=None,
                 bias2=None, residual=None, gate=None, eps=0.0):
     """One launch of `_expert_gemm_kernel` over x (..., K) -> (..., N); see the module doc.
@@ -142,7 +134,7 @@ def expert_gemm(x, weight, tiles, *, counters=None, weight2=None, mod=None, bias
     that many slices, one program each, and `counters` (int32 zeros, one per output tile; left
     zero again by the kernel) tells the last slice of a tile to finish."""
     block_m, block_n, block_k, warps, stages, splits = tiles
-    a, w = _rows(x), _weight(weight)
+    a, w = _rows(x), _rows(weight)
     m, k = a.shape
     n = w.shape[0]
     if k % (block_k * splits):
@@ -160,7 +152,7 @@ def expert_gemm(x, weight, tiles, *, counters=None, weight2=None, mod=None, bias
         part = torch.empty((splits, tiles_mn, block_m, block_n), **f32)
         part2 = torch.empty_like(part) if weight2 is not None else part
         sumsq = torch.empty((splits, tiles_mn, block_m), **f32)
-    w2 = _weight(weight2) if weight2 is not None else w
+    w2 = _rows(weight2) if weight2 is not None else w
     res = _rows(residual) if residual is not None else out
     mod = mod.float().contiguous() if mod is not None else None
     _expert_gemm_kernel[grid](

@@ -11,9 +11,11 @@ import triton
 import triton.language as tl
 
 
-def _rows(x: torch.Tensor) -> torch.Tensor:
-    """x as (rows, last dim) without copying when the leading dims merge (views of GEMMs)."""
-    return x.reshape(-1, x.shape[-1])
+def rows(x: torch.Tensor) -> torch.Tensor:
+    """x as (rows, last dim) with unit stride along it, the layout every kernel here reads;
+    views stay views (the q/k/v or gate/up slices of one merged GEMM's output)."""
+    out = x.reshape(-1, x.shape[-1])
+    return out if out.stride(1) == 1 else out.contiguous()
 
 
 @triton.jit
@@ -32,14 +34,14 @@ def _rms_norm_kernel(x_ptr, y_ptr, scale_ptr, shift_ptr, stride_x, stride_y, n_c
 
 
 def rms_norm(x, scale, shift, eps):
-    rows = _rows(x)
-    out = torch.empty(rows.shape, dtype=x.dtype, device=x.device)
-    n = rows.shape[1]
+    x2 = rows(x)
+    out = torch.empty(x2.shape, dtype=x.dtype, device=x.device)
+    n = x2.shape[1]
     block = triton.next_power_of_2(n)
     modulate = scale is not None
-    _rms_norm_kernel[(rows.shape[0],)](
-        rows, out, scale if modulate else rows, shift if modulate else rows,
-        rows.stride(0), out.stride(0), n, eps, MODULATE=modulate, BLOCK=block,
+    _rms_norm_kernel[(x2.shape[0],)](
+        x2, out, scale if modulate else x2, shift if modulate else x2,
+        x2.stride(0), out.stride(0), n, eps, MODULATE=modulate, BLOCK=block,
         num_warps=8 if block >= 2048 else 4)
     return out.view(x.shape)
 
@@ -89,16 +91,12 @@ def _geglu_kernel(gate_ptr, up_ptr, y_ptr, stride_gate, stride_up, n_cols,
 
 
 def geglu(gate, up):
-    g, u = _rows(gate), _rows(up)
-    if g.stride(1) != 1:
-        g = g.contiguous()
-    if u.stride(1) != 1:
-        u = u.contiguous()
-    rows, n = g.shape
-    out = torch.empty((rows, n), dtype=gate.dtype, device=gate.device)
+    g, u = rows(gate), rows(up)
+    m, n = g.shape
+    out = torch.empty((m, n), dtype=gate.dtype, device=gate.device)
     block = 1024
-    _geglu_kernel[(rows, triton.cdiv(n, block))](g, u, out, g.stride(0), u.stride(0), n,
-                                                 BLOCK=block, num_warps=4)
+    _geglu_kernel[(m, triton.cdiv(n, block))](g, u, out, g.stride(0), u.stride(0), n,
+                                              BLOCK=block, num_warps=4)
     return out.view(gate.shape)
 
 
