@@ -5,11 +5,14 @@ GEMMs: every RMSNorm is six kernels in eager PyTorch, every RoPE a dozen, every 
 operator here does one such chain in one Triton kernel, reading and writing the activations once.
 
 - ops.py: the operators (`lamp::rms_norm`, `lamp::rope`, `lamp::geglu`,
-  `lamp::masked_softmax`), each with a reference
+  `lamp::masked_softmax`; the expert layer's `lamp::ada_linear`, `ada_geglu`, `gated_linear`,
+  `mqa_attention`; the prefix's `lamp::mqa_flash`), each with a reference
   implementation in plain torch (CPU, and the definition of what the kernel must compute), a
   CUDA implementation calling the Triton kernel, and a shape function so torch.export records
   the operator by name.
-- triton_kernels.py: the kernels (imported only when a CUDA tensor reaches an operator).
+- triton_kernels.py, triton_expert.py: the kernels (imported only when a CUDA tensor reaches
+  an operator).
 - lowering.py: switches the passes' modules onto these operators (the cuda backend does it
-  before export; the runtime imports ops.py before it loads the program).
+  before export; the runtime imports ops.py before it loads the program); tuning.py times the
+  alternatives (tilings, or the library form) on the build GPU, tiles/ keeps its choices.
 """

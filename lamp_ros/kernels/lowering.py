@@ -15,6 +15,8 @@ K/V head) gets its `ExpertKernels` (compiler/passes/expert_kernels.py): five par
 a fused lamp kernel (kernels/triton_expert.py) with tiles, or its library form, whichever this
 GPU ran fastest at the real shapes (kernels/tuning.py, which keeps the H200's choices in
 kernels/tiles/); `tuning_out` receives the choices, where they came from, and their timings.
+The prefix's attentions get the same choice between `lamp::mqa_flash` (one flash kernel) and
+their two GEMMs around `lamp::masked_softmax`.
 """
 
 import torch
@@ -22,7 +24,7 @@ import torch
 from lamp_ros.compiler.passes.expert_kernels import LIBRARY, ExpertKernels
 from lamp_ros.compiler.passes.modules import (Attention, DecoderLayer, GeGLU, Rotary,
                                               StepAdaRMSNorm, UnitRMSNorm)
-from lamp_ros.compiler.passes.stages import ExpertStage
+from lamp_ros.compiler.passes.stages import ExpertStage, PrefixStage
 from lamp_ros.kernels import tuning
 
 SWITCHED = {UnitRMSNorm: 'rms_norm', StepAdaRMSNorm: 'ada_rms_norm', Rotary: 'rope',
@@ -40,11 +42,50 @@ def use_kernels(modules: dict, tuning_out: dict | None = None) -> dict:
                 continue
             module.kernel = True
             counts[what] = counts.get(what, 0) + 1
+        out = tuning_out if tuning_out is not None else {}
         if isinstance(stage, ExpertStage):
-            fused = fuse_expert_layers(stage, tuning_out if tuning_out is not None else {})
+            fused = fuse_expert_layers(stage, out)
             if fused:
                 counts['expert_layer'] = fused
+        if isinstance(stage, PrefixStage):
+            fused = flash_prefix_attention(stage, out)
+            if fused:
+                counts['flash_attention'] = fused
     return counts
+
+
+def _tile_cache(device) -> dict:
+    return tuning.cached_tiles(torch.cuda.get_device_name(device)) if device.type == 'cuda' \
+        else {}
+
+
+def flash_prefix_attention(stage: PrefixStage, tuning_out: dict) -> int:
+    """`lamp::mqa_flash` for the prefix's attentions (one K/V head, on the kernel path) where
+    the build GPU ran it faster than two GEMMs around `lamp::masked_softmax` -> layers moved."""
+    attns = [layer.attn for layer in stage.layers
+             if not layer.kv_only and layer.attn.kernel and layer.attn.folds_heads
+             and layer.attn.flash_tiles is None]
+    if not attns:
+        return 0
+    c, n = attns[0].cfg, stage.cfg.prefix_len
+    weight = attns[0].o_proj.weight
+    like = dict(dtype=weight.dtype, device=weight.device)
+    q = torch.randn(1, n, c.num_heads, c.head_dim, **like)
+    k, v = torch.randn(2, 1, n, 1, c.head_dim, **like)
+    mask = torch.ones(1, n, n, dtype=torch.bool, device=weight.device)
+
+    def launch(tiles):
+        attns[0].flash_tiles = tiles
+        return attns[0].attention(q, k, v, mask)
+
+    key = f'prefix_attention {n}x{c.num_heads}x{c.head_dim}'
+    choice = tuning.pick(tuning.flash_candidates() + [LIBRARY], launch,
+                         weight.device.type == 'cuda', _tile_cache(weight.device).get(key))
+    tuning_out[key] = {'tiles': choice.tiles, 'source': choice.source,
+                       'timings': choice.timings}
+    for attn in attns:
+        attn.flash_tiles = choice.tiles
+    return len(attns) if choice.tiles else 0
 
 
 def fuse_expert_layers(stage: ExpertStage, tuning_out: dict) -> int:
@@ -55,7 +96,7 @@ def fuse_expert_layers(stage: ExpertStage, tuning_out: dict) -> int:
         return 0
     device = layers[0].attn.o_proj.weight.device
     on_gpu = device.type == 'cuda'
-    cache = tuning.cached_tiles(torch.cuda.get_device_name(device)) if on_gpu else {}
+    cache = _tile_cache(device)
     chosen = {}  # the layer's weight shapes -> {part: tiles}: same shapes, same choices
     for layer in layers:
         layer.expert_kernels = ExpertKernels(layer)

@@ -213,9 +213,16 @@ def mqa_attention_reference(qkv, k_prefix, v_prefix, cos, sin, mask, heads, scal
     k = rotate(k.reshape(b, n, 1, d), cos, sin).reshape(b, n, d)
     keys = torch.cat([k_prefix.float().reshape(b, -1, d), k], dim=1)
     values = torch.cat([v_prefix.float().reshape(b, -1, d), v], dim=1)
-    probs = masked_softmax_reference(q.reshape(b, n * heads, d) @ keys.transpose(1, 2), mask,
-                                     heads, scale)
-    return (probs @ values).reshape(b, n, heads * d).to(qkv.dtype)
+    return _folded_attention(q, keys, values, mask, heads, scale).to(qkv.dtype)
+
+
+def _folded_attention(q, keys, values, mask, heads, scale):
+    """Every head of q (b, n, heads, d) as one query row against one K/V head (b, m, d), the
+    eager code's masked softmax between, in float32 -> (b, n, heads * d)."""
+    b, n, _, d = q.shape
+    probs = masked_softmax_reference(q.float().reshape(b, n * heads, d)
+                                     @ keys.float().transpose(1, 2), mask, heads, scale)
+    return (probs.float() @ values.float()).reshape(b, n, heads * d)
 
 
 @mqa_attention.register_fake
@@ -223,5 +230,28 @@ def _(qkv, k_prefix, v_prefix, cos, sin, mask, heads, scale, tiles):
     return qkv.new_empty((qkv.shape[0], qkv.shape[1], heads * k_prefix.shape[-1]))
 
 
+@torch.library.custom_op('lamp::mqa_flash', mutates_args=())
+def mqa_flash(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor,
+              heads: int, scale: float, tiles: list[int]) -> torch.Tensor:
+    """Flash attention of rotated q (b, n, heads, d) against one K/V head k, v (b, T, [1,] d)
+    under `mask` (b, n, T) bool with the eager code's finite fill -> (b, n, heads * d): the
+    prefix's attention without its score matrix in memory."""
+    if q.is_cuda:
+        return _triton_expert().mqa_flash(q, k, v, mask, heads, scale, tiles)
+    return mqa_flash_reference(q, k, v, mask, heads, scale)
+
+
+def mqa_flash_reference(q, k, v, mask, heads, scale):
+    b, _, _, d = q.shape
+    return _folded_attention(q, k.reshape(b, -1, d), v.reshape(b, -1, d), mask, heads,
+                             scale).to(q.dtype)
+
+
+@mqa_flash.register_fake
+def _(q, k, v, mask, heads, scale, tiles):
+    return q.new_empty((q.shape[0], q.shape[1], heads * q.shape[-1]))
+
+
 OPERATORS = ('lamp::rms_norm', 'lamp::rope', 'lamp::geglu', 'lamp::masked_softmax',
-             'lamp::ada_linear', 'lamp::ada_geglu', 'lamp::gated_linear', 'lamp::mqa_attention')
+             'lamp::ada_linear', 'lamp::ada_geglu', 'lamp::gated_linear', 'lamp::mqa_attention',
+             'lamp::mqa_flash')

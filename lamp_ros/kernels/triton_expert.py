@@ -187,11 +187,18 @@ def _attend_block(q1, q2, k1, k2, v1, v2, keep, key_ok, m_i, l_i, acc1, acc2,
 
 
 @triton.jit
-def _mqa_partial_kernel(qkv_ptr, kp_ptr, vp_ptr, cos_ptr, sin_ptr, mask_ptr, m_ptr, l_ptr,
-                        acc_ptr, n, T, heads, stride_qkv_b, stride_qkv_t, stride_kp_b,
-                        stride_kp_t, stride_vp_b, stride_vp_t, row_blocks, prefix_splits,
-                        keys_per_split, qk_scale, HALF: tl.constexpr, BM: tl.constexpr,
-                        BN: tl.constexpr, PRECISION: tl.constexpr):
+def _mqa_kernel(q_ptr, kp_ptr, vp_ptr, cos_ptr, sin_ptr, mask_ptr, m_ptr, l_ptr, acc_ptr,
+                out_ptr, n, T, heads, stride_q_b, stride_q_t, stride_kp_b, stride_kp_t,
+                stride_vp_b, stride_vp_t, row_blocks, prefix_splits, keys_per_split, qk_scale,
+                OWN: tl.constexpr, HALF: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
+                PRECISION: tl.constexpr):
+    """Rows = (token, head) pairs of q (token-major, as q's memory is) against one K/V head.
+
+    OWN (the expert): q_ptr is the raw qkv GEMM output; q and the tokens' own k are rotated
+    here, and the last key split is the tokens' own K/V. Otherwise q is already rotated and
+    every key is in kp/vp (the prefix). With one split the program normalises and writes its
+    rows; with more, each split leaves (max, sum, output) for `_mqa_combine_kernel`, as
+    flash-decoding does."""
     pid = tl.program_id(0)
     split = tl.program_id(1)
     splits = tl.num_programs(1)
@@ -199,25 +206,26 @@ def _mqa_partial_kernel(qkv_ptr, kp_ptr, vp_ptr, cos_ptr, sin_ptr, mask_ptr, m_p
     rows_total = n * heads
     r = (pid % row_blocks) * BM + tl.arange(0, BM)
     r_ok = r < rows_total
-    t = tl.where(r_ok, r // heads, 0)  # query token; rows are token-major, as q's memory is
+    t = tl.where(r_ok, r // heads, 0)  # query token
     h = r % heads
     d = tl.arange(0, HALF)
-    dtype = qkv_ptr.dtype.element_ty
-    # q of every (token, head) row, rotated here (RoPE) and pre-scaled into log2 units
-    q_at = qkv_ptr + b * stride_qkv_b + t[:, None] * stride_qkv_t + h[:, None] * 2 * HALF
+    dtype = q_ptr.dtype.element_ty
+    q_at = q_ptr + b * stride_q_b + t[:, None] * stride_q_t + h[:, None] * 2 * HALF
     q1 = tl.load(q_at + d[None, :], mask=r_ok[:, None], other=0.0).to(tl.float32)
     q2 = tl.load(q_at + HALF + d[None, :], mask=r_ok[:, None], other=0.0).to(tl.float32)
-    cs = (b * n + t)[:, None] * HALF + d[None, :]
-    c = tl.load(cos_ptr + cs)
-    s_ = tl.load(sin_ptr + cs)
-    q1, q2 = ((q1 * c - q2 * s_) * qk_scale).to(dtype), ((q2 * c + q1 * s_) * qk_scale).to(dtype)
-    width = T + n  # the mask's row length: prefix keys, then the action tokens
+    if OWN:  # RoPE on q here
+        cs = (b * n + t)[:, None] * HALF + d[None, :]
+        c = tl.load(cos_ptr + cs)
+        s_ = tl.load(sin_ptr + cs)
+        q1, q2 = q1 * c - q2 * s_, q2 * c + q1 * s_
+    q1, q2 = (q1 * qk_scale).to(dtype), (q2 * qk_scale).to(dtype)  # log2 units
+    width = T + n if OWN else T  # the mask's row length: prefix keys[, then the action tokens]
     mask_row = mask_ptr + (b * n + t)[:, None] * width
     m_i = tl.full((BM,), float('-inf'), dtype=tl.float32)
     l_i = tl.zeros((BM,), dtype=tl.float32)
     acc1 = tl.zeros((BM, HALF), dtype=tl.float32)
     acc2 = tl.zeros((BM, HALF), dtype=tl.float32)
-    if split < prefix_splits:  # a slice of the prefix KV cache (already rotated)
+    if split < prefix_splits:  # a slice of the prefix K/V (already rotated)
         start = split * keys_per_split
         stop = tl.minimum(start + keys_per_split, T)
         for k0 in range(start, stop, BN):
@@ -233,12 +241,12 @@ def _mqa_partial_kernel(qkv_ptr, kp_ptr, vp_ptr, cos_ptr, sin_ptr, mask_ptr, m_p
                            other=0)
             m_i, l_i, acc1, acc2 = _attend_block(q1, q2, k1, k2, v1, v2, keep, key_ok, m_i,
                                                  l_i, acc1, acc2, PRECISION)
-    else:  # the action tokens' own K/V, from the qkv GEMM; K rotated here
+    elif OWN:  # the action tokens' own K/V, from the qkv GEMM; K rotated here
         for k0 in range(0, n, BN):
             j = k0 + tl.arange(0, BN)
             key_ok = j < n
             jj = tl.where(key_ok, j, 0)
-            k_at = qkv_ptr + b * stride_qkv_b + jj[:, None] * stride_qkv_t + heads * 2 * HALF \
+            k_at = q_ptr + b * stride_q_b + jj[:, None] * stride_q_t + heads * 2 * HALF \
                 + d[None, :]
             k1 = tl.load(k_at, mask=key_ok[:, None], other=0.0).to(tl.float32)
             k2 = tl.load(k_at + HALF, mask=key_ok[:, None], other=0.0).to(tl.float32)
@@ -252,17 +260,27 @@ def _mqa_partial_kernel(qkv_ptr, kp_ptr, vp_ptr, cos_ptr, sin_ptr, mask_ptr, m_p
                            other=0)
             m_i, l_i, acc1, acc2 = _attend_block(q1, q2, k1, k2, v1, v2, keep, key_ok, m_i,
                                                  l_i, acc1, acc2, PRECISION)
-    part = (b * splits + split) * rows_total + r
-    tl.store(m_ptr + part, m_i, mask=r_ok)
-    tl.store(l_ptr + part, l_i, mask=r_ok)
-    acc_at = acc_ptr + part[:, None] * 2 * HALF + d[None, :]
-    tl.store(acc_at, acc1, mask=r_ok[:, None])
-    tl.store(acc_at + HALF, acc2, mask=r_ok[:, None])
+    if splits > 1:  # this slice's (max, sum, output); _mqa_combine_kernel merges the slices
+        part = (b * splits + split) * rows_total + r
+        tl.store(m_ptr + part, m_i, mask=r_ok)
+        tl.store(l_ptr + part, l_i, mask=r_ok)
+        acc_at = acc_ptr + part[:, None] * 2 * HALF + d[None, :]
+        tl.store(acc_at, acc1, mask=r_ok[:, None])
+        tl.store(acc_at + HALF, acc2, mask=r_ok[:, None])
+    else:
+        l_i = tl.where(r_ok, l_i, 1.0)  # rows past the end: no keys were summed
+        # row r = token * heads + head sits at out[b, token, head * D:]: (b, n * heads, D)
+        out_at = out_ptr + (b * rows_total + r)[:, None] * 2 * HALF + d[None, :]
+        tl.store(out_at, (acc1 / l_i[:, None]).to(dtype), mask=r_ok[:, None])
+        tl.store(out_at + HALF, (acc2 / l_i[:, None]).to(dtype), mask=r_ok[:, None])
 
 
 @triton.jit
 def _mqa_combine_kernel(m_ptr, l_ptr, acc_ptr, out_ptr, rows_total, splits,
                         SPLITS: tl.constexpr, D: tl.constexpr):
+    """Merge the key slices of one query row (flash-decoding): one program per row, so the
+    merge is parallel (the last slice merging its row block in `_mqa_kernel` instead ran 9 us
+    longer on the H200: a serial chain of loads)."""
     pid = tl.program_id(0)
     b = pid // rows_total
     r = pid % rows_total
@@ -279,37 +297,66 @@ def _mqa_combine_kernel(m_ptr, l_ptr, acc_ptr, out_ptr, rows_total, splits,
     tl.store(out_ptr + pid * D + d, out.to(out_ptr.dtype.element_ty))
 
 
+def _attend(q, stride_q, k, v, mask, heads, scale, n, T, d, block_m, block_n, keys_per_split,
+            warps, stages, own, cos=None, sin=None):
+    """Launch `_mqa_kernel` -> (b, n, heads * d); q rows are token-major, k/v (b, T, d)."""
+    b = q.shape[0]
+    kp, vp = k.reshape(b, T, d), v.reshape(b, T, d)
+    kp = kp if kp.stride(2) == 1 else kp.contiguous()
+    vp = vp if vp.stride(2) == 1 else vp.contiguous()
+    keep = mask.contiguous().view(torch.uint8)
+    rows = n * heads
+    row_blocks = triton.cdiv(rows, block_m)
+    prefix_splits = triton.cdiv(T, keys_per_split)
+    splits = prefix_splits + (1 if own else 0)
+    out = torch.empty((b, n, heads * d), dtype=q.dtype, device=q.device)
+    m = l_ = acc = out
+    if splits > 1:
+        f32 = dict(dtype=torch.float32, device=q.device)
+        m = torch.empty((b, splits, rows), **f32)
+        l_ = torch.empty((b, splits, rows), **f32)
+        acc = torch.empty((b, splits, rows, d), **f32)
+    if own:
+        cos, sin = cos.float().contiguous(), sin.float().contiguous()
+    else:
+        cos = sin = out
+    _mqa_kernel[(b * row_blocks, splits)](
+        q, kp, vp, cos, sin, keep, m, l_, acc, out, n, T, heads, stride_q[0],
+        stride_q[1], kp.stride(0), kp.stride(1), vp.stride(0), vp.stride(1), row_blocks,
+        prefix_splits, keys_per_split, scale * LOG2E, OWN=own, HALF=d // 2, BM=block_m,
+        BN=block_n, PRECISION=_precision(q.dtype), num_warps=warps, num_stages=stages)
+    if splits > 1:
+        _mqa_combine_kernel[(b * rows,)](m, l_, acc, out, rows, splits,
+                                         SPLITS=triton.next_power_of_2(splits), D=d,
+                                         num_warps=4)
+    return out
+
+
 def mqa_attention(qkv, k_prefix, v_prefix, cos, sin, mask, heads, scale, tiles):
     """Attention of the action tokens: every query head of qkv (b, n, (heads + 2) * d) against
     the prefix K/V (b, T, d) and the tokens' own K/V -> (b, n, heads * d).
 
-    One program per (block of query rows, slice of keys) keeps the GPU busy at 50 queries;
-    a second kernel merges the slices' (max, sum, output) as flash-decoding does."""
+    One program per (block of query rows, slice of keys) keeps the GPU busy at 50 queries; a
+    second kernel merges the slices' (max, sum, output) as flash-decoding does."""
     block_m, block_n, keys_per_split, warps, stages = tiles
     b, n, width = qkv.shape
     T, d = k_prefix.shape[1], k_prefix.shape[-1]
     if width != (heads + 2) * d or qkv.stride(2) != 1:
         raise ValueError(f'mqa_attention: qkv {tuple(qkv.shape)} is not q/k/v of {heads} heads '
                          f'of {d}')
-    kp, vp = k_prefix.reshape(b, T, d), v_prefix.reshape(b, T, d)
-    kp = kp if kp.stride(2) == 1 else kp.contiguous()
-    vp = vp if vp.stride(2) == 1 else vp.contiguous()
-    cos, sin = cos.float().contiguous(), sin.float().contiguous()
-    keep = mask.contiguous().view(torch.uint8)
-    rows = n * heads
-    row_blocks = triton.cdiv(rows, block_m)
-    prefix_splits = triton.cdiv(T, keys_per_split)
-    splits = prefix_splits + 1
-    f32 = dict(dtype=torch.float32, device=qkv.device)
-    m = torch.empty((b, splits, rows), **f32)
-    l_ = torch.empty((b, splits, rows), **f32)
-    acc = torch.empty((b, splits, rows, d), **f32)
-    _mqa_partial_kernel[(b * row_blocks, splits)](
-        qkv, kp, vp, cos, sin, keep, m, l_, acc, n, T, heads, qkv.stride(0), qkv.stride(1),
-        kp.stride(0), kp.stride(1), vp.stride(0), vp.stride(1), row_blocks, prefix_splits,
-        keys_per_split, scale * LOG2E, HALF=d // 2, BM=block_m, BN=block_n,
-        PRECISION=_precision(qkv.dtype), num_warps=warps, num_stages=stages)
-    out = torch.empty((b, n, heads * d), dtype=qkv.dtype, device=qkv.device)
-    _mqa_combine_kernel[(b * rows,)](m, l_, acc, out, rows, splits,
-                                     SPLITS=triton.next_power_of_2(splits), D=d, num_warps=4)
-    return out
+    return _attend(qkv, qkv.stride()[:2], k_prefix, v_prefix, mask, heads, scale, n, T, d,
+                   block_m, block_n, keys_per_split, warps, stages, True, cos, sin)
+
+
+def mqa_flash(q, k, v, mask, heads, scale, tiles):
+    """Flash attention of rotated q (b, n, heads, d) against one K/V head (b, T, [1,] d) under a
+    boolean mask (b, n, T) with the eager code's finite fill -> (b, n, heads * d): the prefix's
+    attention in one kernel (no score matrix in memory). tiles = (block_m, block_n, warps,
+    stages); each program sweeps every key, so no merge is needed."""
+    block_m, block_n, warps, stages = tiles
+    b, n, h, d = q.shape
+    if h != heads or q.stride(3) != 1 or q.stride(2) != d:
+        raise ValueError(f'mqa_flash: q {tuple(q.shape)} is not {heads} packed heads')
+    T = k.shape[1]
+    return _attend(q, q.stride()[:2], k, v, mask, heads, scale, n, T, d, block_m, block_n,
+                   T, warps, stages, False)

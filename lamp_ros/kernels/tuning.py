@@ -27,6 +27,10 @@ SMS = 132  # H200; split-K candidates aim at one to four waves of programs
 # pipelining buys little and 64-row blocks at 3 stages exceed the 227 KB of shared memory
 ATTENTION_CANDIDATES = ((16, 64, 128, 4, 1), (16, 64, 256, 4, 1), (16, 128, 256, 4, 1),
                         (32, 64, 128, 4, 1))
+# (block_m, block_n, warps, stages) of the prefix's flash attention: every program sweeps all
+# keys (968 in pi05_full; 7,744 query rows give 61-242 row blocks, about one wave)
+FLASH_CANDIDATES = ((64, 64, 4, 2), (64, 32, 4, 3), (128, 64, 8, 2), (128, 32, 8, 3),
+                    (32, 64, 4, 2))
 TILE_CACHE = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'tiles')
 
 
@@ -63,6 +67,10 @@ def gemm_candidates(rows: int, n: int, k: int, max_tiles: int = 1024) -> list:
 
 def attention_candidates(head_dim: int) -> list:
     return [list(c) for c in ATTENTION_CANDIDATES if head_dim // 2 >= 16]
+
+
+def flash_candidates() -> list:
+    return [list(c) for c in FLASH_CANDIDATES]
 
 
 def pick(candidates: list, launch, on_gpu: bool, cached: list | None = None) -> Choice:

@@ -44,7 +44,8 @@ def test_kernels_keep_every_stage_output(optimised):
     switched = copy.deepcopy(passed)
     counts = use_kernels(switched)
     assert counts == {'rms_norm': 3, 'ada_rms_norm': 5, 'rope': 2, 'geglu': 3,
-                      'residual_epilogues': 4, 'attention': 4, 'expert_layer': 2}, counts
+                      'residual_epilogues': 4, 'attention': 4, 'expert_layer': 2,
+                      'flash_attention': 1}, counts
     for node_id in ('vision', 'prefix', 'denoise'):
         args = _args(graph, node_id, values)
         for got, want in zip(_outputs(switched[node_id], args), _outputs(passed[node_id], args)):
@@ -88,3 +89,25 @@ def test_expert_parts_agree_in_either_form(optimised, form):
     args = _args(graph, 'denoise', values)
     torch.testing.assert_close(_outputs(switched['denoise'], args),
                                _outputs(passed['denoise'], args), atol=2e-5, rtol=0)
+
+
+@pytest.mark.parametrize('flash', [True, False])
+def test_prefix_attention_agrees_in_either_form(optimised, flash):
+    """The prefix's attention as one flash kernel or two GEMMs around the masked softmax, as the
+    build's timing chose: both compute the passes' stage, and the export names the one taken."""
+    graph, _, passed, values = optimised
+    switched = {'prefix': copy.deepcopy(passed['prefix'])}
+    chosen = {}
+    use_kernels(switched, chosen)
+    assert [key.split()[0] for key in chosen] == ['prefix_attention']
+    for layer in switched['prefix'].layers:
+        if not flash:
+            layer.attn.flash_tiles = LIBRARY
+    args = tuple(_args(graph, 'prefix', values))
+    torch.testing.assert_close(_outputs(switched['prefix'], args),
+                               _outputs(passed['prefix'], args), atol=2e-5, rtol=0)
+    with torch.no_grad():
+        program = torch.export.export(switched['prefix'], args, strict=False)
+    targets = {str(n.target) for n in program.graph.nodes if n.op == 'call_function'}
+    assert ('lamp.mqa_flash.default' in targets) == flash
+    assert ('lamp.masked_softmax.default' in targets) == (not flash)

@@ -87,7 +87,7 @@ def test_expert_gemms_match_the_reference(splits):
         gemm(x, w, [64, 32, 48, 4, 2, 1], residual=residual)
 
 
-@pytest.mark.parametrize('tiles', [[16, 16, 16, 4, 1], [32, 16, 32, 4, 2]])
+@pytest.mark.parametrize('tiles', [[16, 16, 16, 4, 1], [32, 16, 32, 4, 2], [16, 16, 64, 4, 1]])
 def test_expert_attention_matches_the_reference(tiles):
     torch.manual_seed(0)
     b, n, heads, d, prefix = 2, 7, 4, 32, 37
@@ -99,3 +99,19 @@ def test_expert_attention_matches_the_reference(tiles):
     args = (qkv, k_prefix, v_prefix, angle.cos(), angle.sin(), mask, heads, d ** -0.5)
     torch.testing.assert_close(triton_expert.mqa_attention(*args, tiles),
                                ops.mqa_attention_reference(*args), atol=3e-5, rtol=0)
+
+
+@pytest.mark.parametrize('tiles', [[16, 16, 4, 1], [32, 8, 4, 2]])
+def test_prefix_flash_attention_matches_the_reference(tiles):
+    torch.manual_seed(0)
+    b, n, heads, d = 2, 23, 4, 32
+    q = torch.randn(b, n, heads, d)
+    k, v = torch.randn(2, b, n, 1, d)
+    mask = torch.rand(b, n, n) > 0.3
+    mask[1, 5] = False  # a padding token's row: uniform, as the eager code
+    args = (q, k, v, mask, heads, d ** -0.5)
+    got = triton_expert.mqa_flash(*args, tiles)
+    torch.testing.assert_close(got, ops.mqa_flash_reference(*args), atol=3e-5, rtol=0)
+    torch.testing.assert_close(got[1, 5], v[1, :, 0].mean(0).repeat(heads), atol=3e-5, rtol=0)
+    with pytest.raises(ValueError, match='packed heads'):
+        triton_expert.mqa_flash(q.transpose(1, 2), k, v, mask, heads, d ** -0.5, tiles)

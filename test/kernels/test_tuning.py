@@ -36,6 +36,8 @@ def test_the_h200_cache_covers_pi05_full_with_current_candidates():
             tuning.gemm_candidates(rows, width, e.num_heads * e.head_dim),
         f'gate_up {rows}x{e.mlp_dim}x{width}': tuning.gemm_candidates(rows, e.mlp_dim, width),
         f'down {rows}x{width}x{e.mlp_dim}': tuning.gemm_candidates(rows, width, e.mlp_dim),
+        f'prefix_attention {cfg.prefix_len}x{cfg.llm.num_heads}x{cfg.llm.head_dim}':
+            tuning.flash_candidates(),
     }
     assert set(cache['tiles']) == set(candidates)
     for key, tiles in cache['tiles'].items():

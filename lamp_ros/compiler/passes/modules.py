@@ -168,6 +168,9 @@ class Attention(nn.Module):
         self.o_proj = o_proj
         self.fused = False  # fuse_attention: one scaled_dot_product_attention call
         self.kernel = False  # with one K/V head: two GEMMs around lamp::masked_softmax
+        # ... or lamp::mqa_flash with these tiles, where it ran faster ([]: it did not; None:
+        # not timed yet)
+        self.flash_tiles = None
 
     def project(self, x: torch.Tensor, rotation, rotary: Rotary) -> dict:
         """{'q': (b, n, heads, d), 'k', 'v': (b, n, kv_heads, d)}, q and k rotated
@@ -211,6 +214,8 @@ class Attention(nn.Module):
     def attention(self, q, k, v, mask: torch.Tensor, bias=None) -> torch.Tensor:
         """The fused attention before the output projection -> (b, n, heads * d)."""
         b, n, heads, d = q.shape
+        if self.kernel and self.folds_heads and self.flash_tiles:
+            return kernel_ops.mqa_flash(q, k, v, mask, heads, d ** -0.5, self.flash_tiles)
         if self.kernel and self.folds_heads:
             # Every head against the one K/V head is one GEMM (b, n * heads, d) x (b, d, m): a
             # fused attention kernel would get one (batch, head) of work and too few blocks for

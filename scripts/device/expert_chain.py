@@ -1,0 +1,162 @@
+"""One Euler step of pi05_full's expert (18 layers, five parts each) as the artifact runs it, on
+the GPU: per-layer GPU time of the part forms and launch modes, and the new attention kernels
+checked in bf16. Isolated part timings (kernels_check.py, the build's tuning) miss what happens
+between kernels; this chain has distinct weights per layer (no L2 reuse across layers), as the
+inference does.
+
+    python3 scripts/device/expert_chain.py [--out FILE.json]
+
+Forms: 'fused' (every part on a lamp kernel) and 'chosen' (qkv and gate_up in their library
+form: rms_norm + cuBLAS [+ geglu], as the H200 build picked).
+
+Measured on the H200 (2026-11-30): fused 74.6 us per layer, chosen 53.3 us: the isolated part
+timings (41.7 us summed) leave 12 us per layer unexplained. Tried and dropped, with this script:
+programmatic dependent launch on the lamp kernels with the GEMMs fetching their weights into L2
+before waiting (55.9 us, slower), and the attention's key slices merged by the last slice of
+each row block instead of a second kernel (22 us per attention instead of 13: a serial chain of
+loads in one program)."""
+
+import argparse
+import json
+
+import torch
+import torch.nn.functional as F
+
+from lamp_ros.kernels import ops, triton_expert as te, triton_kernels as tk, tuning
+
+ROWS, WIDTH, HEADS, D, MLP, PREFIX, LAYERS = 50, 1024, 8, 256, 4096, 968, 18
+GEMM = {'qkv': [64, 16, 128, 4, 4, 1], 'o': [64, 16, 128, 4, 4, 2],
+        'gate_up': [64, 32, 128, 4, 4, 1], 'down': [64, 16, 128, 4, 4, 4]}
+ATTENTION = [16, 64, 128, 4, 1]
+
+
+def layer_weights(dev):
+    def w(n, k):
+        return (torch.randn(n, k, device=dev) / k ** 0.5).to(torch.bfloat16)
+    bf = dict(dtype=torch.bfloat16, device=dev)
+    return dict(qkv=w((HEADS + 2) * D, WIDTH), o=w(WIDTH, HEADS * D), gate=w(MLP, WIDTH),
+                up=w(MLP, WIDTH), gate_up=None, down=w(WIDTH, MLP),
+                mod=1 + torch.randn(WIDTH, device=dev) / 10,
+                shift=torch.randn(WIDTH, **bf) / 10, scale=torch.randn(WIDTH, **bf) / 10,
+                gate_o=(torch.randn(WIDTH, device=dev) / 10).to(torch.bfloat16),
+                b_qkv=torch.randn((HEADS + 2) * D, device=dev) / 10,
+                b_gate=torch.randn(MLP, device=dev) / 10, b_up=torch.randn(MLP, device=dev) / 10,
+                kp=torch.randn(1, PREFIX, 1, D, **bf), vp=torch.randn(1, PREFIX, 1, D, **bf))
+
+
+def step(layers, x, rotation, mask, counters, library: bool):
+    for L in layers:
+        if library:
+            qkv = F.linear(tk.rms_norm(x, L['scale'], L['shift'], 1e-6), L['qkv'])
+        else:
+            qkv = te.expert_gemm(x, L['qkv'], GEMM['qkv'], counters=counters, mod=L['mod'],
+                                 bias=L['b_qkv'], eps=1e-6)
+        a = te.mqa_attention(qkv, L['kp'], L['vp'], *rotation, mask, HEADS, D ** -0.5,
+                             ATTENTION)
+        x = te.expert_gemm(a, L['o'], GEMM['o'], counters=counters, residual=x,
+                           gate=L['gate_o'])
+        if library:
+            g, u = F.linear(tk.rms_norm(x, L['scale'], L['shift'], 1e-6),
+                            L['gate_up']).chunk(2, -1)
+            h = tk.geglu(g, u)
+        else:
+            h = te.expert_gemm(x, L['gate'], GEMM['gate_up'], counters=counters,
+                               weight2=L['up'], mod=L['mod'], bias=L['b_gate'],
+                               bias2=L['b_up'], eps=1e-6)
+        x = te.expert_gemm(h, L['down'], GEMM['down'], counters=counters, residual=x,
+                           gate=L['gate_o'])
+    return x
+
+
+def time_graph(fn, runs=50):
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):
+        for _ in range(3):
+            fn()
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = fn()
+    times = []
+    for _ in range(runs):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        graph.replay()
+        b.record()
+        torch.cuda.synchronize()
+        times.append(a.elapsed_time(b))
+    return float(torch.tensor(times).median()), out.clone()
+
+
+def check_attention(dev) -> dict:
+    """The new kernels in bf16 against their float32 reference (max error / max |ref|)."""
+    bf = dict(dtype=torch.bfloat16, device=dev)
+    qkv = torch.randn(1, ROWS, (HEADS + 2) * D, **bf)
+    kp, vp = torch.randn(2, 1, PREFIX, 1, D, **bf)
+    angle = torch.randn(1, ROWS, D // 2, device=dev)
+    mask = torch.rand(1, ROWS, PREFIX + ROWS, device=dev) > 0.1
+    mask[0, 3] = False
+    out = {}
+    want = ops.mqa_attention_reference(qkv, kp, vp, angle.cos(), angle.sin(), mask, HEADS,
+                                       D ** -0.5).float()
+    for tiles in tuning.attention_candidates(D):
+        got = te.mqa_attention(qkv, kp, vp, angle.cos(), angle.sin(), mask, HEADS, D ** -0.5,
+                               tiles).float()
+        out[f'expert attention {tiles}'] = {
+            'rel_error': float((got - want).abs().max() / want.abs().max()),
+            'us': 1e3 * tuning.gpu_time_ms(lambda: te.mqa_attention(
+                qkv, kp, vp, angle.cos(), angle.sin(), mask, HEADS, D ** -0.5, tiles))}
+    q = torch.randn(1, PREFIX, HEADS, D, **bf)
+    pmask = torch.rand(1, PREFIX, PREFIX, device=dev) > 0.1
+    pmask[0, -5:] = False  # padding rows
+    want = ops.mqa_flash_reference(q, kp, vp, pmask, HEADS, D ** -0.5).float()
+
+    def library():
+        s = torch.matmul(q.reshape(1, PREFIX * HEADS, D), kp.reshape(1, PREFIX, D).mT)
+        p = tk.masked_softmax(s, pmask, HEADS, D ** -0.5)
+        return torch.matmul(p, vp.reshape(1, PREFIX, D))
+    out['prefix attention library'] = {'us': 1e3 * tuning.gpu_time_ms(library)}
+    for tiles in tuning.flash_candidates():
+        try:
+            got = te.mqa_flash(q, kp, vp, pmask, HEADS, D ** -0.5, tiles).float()
+            out[f'prefix flash {tiles}'] = {
+                'rel_error': float((got - want).abs().max() / want.abs().max()),
+                'finite': bool(got.isfinite().all()),
+                'us': 1e3 * tuning.gpu_time_ms(
+                    lambda: te.mqa_flash(q, kp, vp, pmask, HEADS, D ** -0.5, tiles))}
+        except Exception as exc:  # a tiling the GPU rejects (shared memory)
+            out[f'prefix flash {tiles}'] = {'rejected': str(exc)[-200:]}
+    return out
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument('--out', default='')
+    args = parser.parse_args()
+    torch.manual_seed(0)
+    dev = 'cuda'
+    layers = [layer_weights(dev) for _ in range(LAYERS)]
+    for L in layers:
+        L['gate_up'] = torch.cat([L['gate'], L['up']])
+    x = torch.randn(1, ROWS, WIDTH, dtype=torch.bfloat16, device=dev)
+    angle = torch.randn(1, ROWS, D // 2, device=dev)
+    rotation = (angle.cos(), angle.sin())
+    mask = torch.ones(1, ROWS, PREFIX + ROWS, dtype=torch.bool, device=dev)
+    counters = torch.zeros(1024, dtype=torch.int32, device=dev)
+    report = {'layers': LAYERS, 'gemm_tiles': GEMM, 'attention_tiles': ATTENTION}
+    for form in ('fused', 'chosen'):
+        ms, _ = time_graph(lambda: step(layers, x, rotation, mask, counters, form == 'chosen'))
+        report[form] = {'step_ms': ms, 'layer_us': 1e3 * ms / LAYERS,
+                        'inference_ms (x10 steps)': 10 * ms}
+        print(f'{form:8s} step {ms:.3f} ms, {1e3 * ms / LAYERS:.1f} us per layer', flush=True)
+    report['counters_left'] = int(counters.abs().sum())
+    report['attention'] = check_attention(dev)
+    for k, v in report['attention'].items():
+        print(k, v, flush=True)
+    if args.out:
+        with open(args.out, 'w', encoding='utf-8') as f:
+            json.dump(report, f, indent=1)
+
+
+if __name__ == '__main__':
+    main()
