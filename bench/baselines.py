@@ -15,6 +15,8 @@ Each builder returns `(fn, info)`; `fn(*args)` takes the 5-tuple of gpu_pi05.py'
 """
 
 import copy
+import json
+import os
 import time
 
 import torch
@@ -276,20 +278,63 @@ def _synchronize(args):
             return
 
 
-def torch_compile(model, args, mode='max-autotune'):
+CHUNK_BYTES = 15 << 20  # the device tool brings back files of at most 16 MiB
+
+
+def torch_compile(model, args, mode='max-autotune', cache: str = ''):
     """`torch.compile(model.sample_actions)` -> (fn, info); the first call (compilation) is
     made here with `args` under no_grad, and its wall time is info['compile_s'].
 
+    `cache` names inductor's portable compile cache (torch.compiler.save_cache_artifacts: the
+    compiled graphs with their autotuning choices and kernels), kept as CACHE.000, CACHE.001, ...
+    of at most 15 MiB each, with CACHE.json beside them (the cold compile's wall time). Where
+    it exists it is loaded first and the compile reuses it; otherwise it is written after the
+    compile. A cold max-autotune compile of pi05_full takes longer than one 10-minute device
+    call leaves after the other paths, so it runs alone first (gpu_pi05.py --compile-only).
+
     With mode 'max-autotune' (or 'reduce-overhead') inductor replays CUDA graphs whose output
     buffers are reused: clone an output before the next call if it must be kept."""
+    info = {'mode': mode, 'fullgraph': False, 'torch': torch.__version__}
+    loaded = bool(cache) and os.path.isfile(f'{cache}.json')
+    if loaded:
+        data = b''.join(open(part, 'rb').read() for part in _chunks(cache))
+        torch.compiler.load_cache_artifacts(data)
+        with open(f'{cache}.json', encoding='utf-8') as f:
+            info.update(json.load(f))
+        info['cache'] = f'loaded ({len(data) / 1e6:.1f} MB)'
     compiled = torch.compile(model.sample_actions, mode=mode, fullgraph=False)
     start = time.perf_counter()
     with torch.no_grad():
         compiled(*args)
     _synchronize(args)
-    info = {'mode': mode, 'fullgraph': False, 'torch': torch.__version__,
-            'compile_s': time.perf_counter() - start}
+    info['compile_s'] = time.perf_counter() - start
+    if cache and not loaded:
+        saved = torch.compiler.save_cache_artifacts()
+        if saved is None:
+            info['cache'] = 'nothing to save'
+        else:
+            data = saved[0]
+            for part in _chunks(cache):
+                os.remove(part)
+            for i in range(0, len(data), CHUNK_BYTES):
+                with open(f'{cache}.{i // CHUNK_BYTES:03d}', 'wb') as f:
+                    f.write(data[i:i + CHUNK_BYTES])
+            info['cold_compile_s'] = info['compile_s']
+            with open(f'{cache}.json', 'w', encoding='utf-8') as f:
+                json.dump({'cold_compile_s': info['compile_s'], 'torch': torch.__version__,
+                           'mode': mode, 'bytes': len(data)}, f)
+            info['cache'] = f'saved ({len(data) / 1e6:.1f} MB)'
 
     def fn(*call_args):
         return compiled(*call_args)
     return fn, info
+
+
+def _chunks(cache: str) -> list:
+    """CACHE.000, CACHE.001, ... in order."""
+    folder = os.path.dirname(os.path.abspath(cache))
+    name = os.path.basename(cache)
+    if not os.path.isdir(folder):
+        return []
+    return sorted(os.path.join(folder, f) for f in os.listdir(folder)
+                  if f.startswith(name + '.') and f[len(name) + 1:].isdigit())

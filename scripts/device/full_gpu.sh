@@ -9,6 +9,13 @@
 # the kernel check, SKIP_BENCH=1 the bench, and SKIP_BUILD=1 reuses the artifact a previous call
 # left in /tmp/pi05_full (the device tool keeps a warm machine's /tmp for a few seconds only, so
 # a 10-minute call limit can still fit build + soak, then bench + torch.compile, back to back).
+# torch.compile max-autotune of the reference compiles for longer than one call leaves after the
+# rest, so it takes two calls: first, alone (no artifact needed),
+#   python3 bench/gpu_pi05.py --compile-only --compile-cache $OUT/torch_compile.cache
+# whose files (15 MiB chunks and a .json) come back; copy them into .compile_cache/ here
+# (git-ignored) and pass that folder in the device call's `carry`; then this script with
+# COMPILE_CACHE=.compile_cache/torch_compile.cache and BENCH_ARGS=--torch-compile compiles from
+# the cache in the same run as the other paths.
 # Results go to $OUT (or ./out when OUT is unset). The device tool brings back at most 8 files,
 # so on exit everything is packed into results.tgz, with the headline files beside it.
 set -euo pipefail
@@ -42,7 +49,8 @@ fi
 cp "$art/plan.json" "$art/evidence/parity.json" "$art/evidence/build.json" "$out/"
 if [ -z "${SKIP_BENCH:-}" ]; then
   python3 bench/gpu_pi05.py --artifact "$art" --out "$out/gpu_pi05.json" \
-    --kernels-out "$out/lamp_kernels.txt" ${BENCH_ARGS:-} 2>&1 | tee "$out/bench.txt"
+    --kernels-out "$out/lamp_kernels.txt" ${COMPILE_CACHE:+--compile-cache "$COMPILE_CACHE"} \
+    ${BENCH_ARGS:-} 2>&1 | tee "$out/bench.txt"
 fi
 if [ "${SOAK_SECONDS:-120}" != 0 ]; then
   python3 scripts/device/soak.py "$art" --seconds "${SOAK_SECONDS:-120}" --out "$out/soak" \
