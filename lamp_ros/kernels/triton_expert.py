@@ -43,8 +43,9 @@ def _expert_gemm_kernel(x_ptr, w_ptr, w2_ptr, y_ptr, mod_ptr, bias_ptr, bias2_pt
                         gate_ptr, part_ptr, part2_ptr, sumsq_ptr, count_ptr, M, N, K,
                         k_per_split, stride_x, stride_w, stride_w2, stride_y, stride_res, eps,
                         NORM: tl.constexpr, GEGLU: tl.constexpr, RESIDUAL: tl.constexpr,
-                        GATED: tl.constexpr, SPLIT: tl.constexpr, PRECISION: tl.constexpr,
-                        BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+                        GATED: tl.constexpr, SPLIT: tl.constexpr, SWAP: tl.constexpr,
+                        PRECISION: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
+                        BK: tl.constexpr):
     pid_n = tl.program_id(0)
     pid_m = tl.program_id(1)
     split = tl.program_id(2)
@@ -57,8 +58,12 @@ def _expert_gemm_kernel(x_ptr, w_ptr, w2_ptr, y_ptr, mod_ptr, bias_ptr, bias2_pt
     x_ptrs = x_ptr + rows[:, None] * stride_x + (k_start + ks)[None, :]
     w_ptrs = w_ptr + cols[:, None] * stride_w + (k_start + ks)[None, :]
     w2_ptrs = w2_ptr + cols[:, None] * stride_w2 + (k_start + ks)[None, :]
-    acc = tl.zeros((BM, BN), dtype=tl.float32)
-    acc2 = tl.zeros((BM, BN), dtype=tl.float32)
+    if SWAP:  # the weight block is the MMA's M side (64+ rows), the tokens its N side
+        acc = tl.zeros((BN, BM), dtype=tl.float32)
+        acc2 = tl.zeros((BN, BM), dtype=tl.float32)
+    else:
+        acc = tl.zeros((BM, BN), dtype=tl.float32)
+        acc2 = tl.zeros((BM, BN), dtype=tl.float32)
     sumsq = tl.zeros((BM,), dtype=tl.float32)
     for k0 in range(k_start, k_start + k_per_split, BK):
         x = tl.load(x_ptrs, mask=row_ok[:, None], other=0.0)
@@ -67,13 +72,22 @@ def _expert_gemm_kernel(x_ptr, w_ptr, w2_ptr, y_ptr, mod_ptr, bias_ptr, bias2_pt
             sumsq += tl.sum(xf * xf, axis=1)
             x = (xf * tl.load(mod_ptr + k0 + ks)[None, :]).to(w_ptr.dtype.element_ty)
         w = tl.load(w_ptrs, mask=col_ok[:, None], other=0.0)
-        acc = tl.dot(x, tl.trans(w), acc, input_precision=PRECISION)
+        if SWAP:
+            acc = tl.dot(w, tl.trans(x), acc, input_precision=PRECISION)
+        else:
+            acc = tl.dot(x, tl.trans(w), acc, input_precision=PRECISION)
         if GEGLU:
             w2 = tl.load(w2_ptrs, mask=col_ok[:, None], other=0.0)
-            acc2 = tl.dot(x, tl.trans(w2), acc2, input_precision=PRECISION)
+            if SWAP:
+                acc2 = tl.dot(w2, tl.trans(x), acc2, input_precision=PRECISION)
+            else:
+                acc2 = tl.dot(x, tl.trans(w2), acc2, input_precision=PRECISION)
             w2_ptrs += BK
         x_ptrs += BK
         w_ptrs += BK
+    if SWAP:  # back to (rows, columns) for the epilogue
+        acc = tl.trans(acc)
+        acc2 = tl.trans(acc2)
     last = True
     if SPLIT:
         # Split-K: every split leaves its partial sums; the last split of a tile to finish (an
@@ -130,10 +144,13 @@ def expert_gemm(x, weight, tiles, *, counters=None, weight2=None, mod=None, bias
                 bias2=None, residual=None, gate=None, eps=0.0):
     """One launch of `_expert_gemm_kernel` over x (..., K) -> (..., N); see the module doc.
 
-    tiles = (block_m, block_n, block_k, warps, stages, splits). With splits > 1, K is cut into
-    that many slices, one program each, and `counters` (int32 zeros, one per output tile; left
-    zero again by the kernel) tells the last slice of a tile to finish."""
-    block_m, block_n, block_k, warps, stages, splits = tiles
+    tiles = (block_m, block_n, block_k, warps, stages, splits, swap): block_m rows of x by
+    block_n rows of the weight per program. With splits > 1, K is cut into that many slices, one
+    program each, and `counters` (int32 zeros, one per output tile; left zero again by the
+    kernel) tells the last slice of a tile to finish. swap = 1 computes the block transposed
+    (W_block @ x_block^T, the weight as the MMA's M side): at 50 rows a 64-128-row weight block
+    then costs fewer re-reads of x per weight byte than 16-32 columns of W with x as M."""
+    block_m, block_n, block_k, warps, stages, splits, swap = tiles
     a, w = _rows(x), _rows(weight)
     m, k = a.shape
     n = w.shape[0]
@@ -163,7 +180,8 @@ def expert_gemm(x, weight, tiles, *, counters=None, weight2=None, mod=None, bias
         counters if splits > 1 else out, m, n, k, k // splits, a.stride(0), w.stride(0),
         w2.stride(0), out.stride(0), res.stride(0), eps, NORM=mod is not None,
         GEGLU=weight2 is not None, RESIDUAL=residual is not None, GATED=gate is not None,
-        SPLIT=splits > 1, PRECISION=_precision(x.dtype), BM=block_m, BN=block_n, BK=block_k,
+        SPLIT=splits > 1, SWAP=bool(swap), PRECISION=_precision(x.dtype), BM=block_m,
+        BN=block_n, BK=block_k,
         num_warps=warps, num_stages=stages)
     return out.view(*x.shape[:-1], n)
 

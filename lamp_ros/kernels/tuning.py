@@ -10,7 +10,8 @@ CPU tests) the first candidate is taken without timing: the CPU references ignor
 
 Measuring every candidate costs about a minute and a half of a build on the H200, so the choices
 a build measured are kept per GPU model in kernels/tiles/<gpu>.json (with every candidate's
-time) and reused when the GPU, part and shape match; LAMP_MEASURE_TILES=1 measures anyway.
+time) and reused when the GPU, part and shape match and every current candidate was among those
+timed (a candidate added later gets measured); LAMP_MEASURE_TILES=1 measures anyway.
 """
 
 import json
@@ -22,6 +23,10 @@ from dataclasses import dataclass, field
 # (trimmed to the H200's front-runners: (64, 64) and (128, 64) blocks and 8-16 splits never won)
 GEMM_TILES = ((16, 128, 4, 4), (32, 128, 4, 4), (64, 128, 4, 3))
 SPLITS = (1, 2, 4)
+# the same, swapped (the weight block as the MMA's M side, 64+ rows): few column blocks, so
+# split along K into 2-16 slices to fill the GPU
+SWAPPED_TILES = ((64, 128, 4, 4), (128, 128, 4, 3))
+SWAPPED_SPLITS = (1, 2, 4, 8, 16)
 SMS = 132  # H200; split-K candidates aim at one to four waves of programs
 # (block_m, block_n, keys_per_split, warps, stages): a split holds 1-4 key blocks, so software
 # pipelining buys little and 64-row blocks at 3 stages exceed the 227 KB of shared memory
@@ -49,19 +54,22 @@ def _block_m(rows: int) -> int:
 
 
 def gemm_candidates(rows: int, n: int, k: int, max_tiles: int = 1024) -> list:
-    """Tilings of an (rows x k) @ (k x n) GEMM: each tile shape whole, and split along K into
-    enough programs to fill the GPU (at 50 rows, 20-160 column tiles leave SMs idle)."""
+    """Tilings of an (rows x k) @ (k x n) GEMM, [block_m, block_n, block_k, warps, stages,
+    splits, swap]: each tile shape whole, and split along K into enough programs to fill the
+    GPU (at 50 rows, 8-160 column blocks leave SMs idle)."""
     bm = _block_m(rows)
     out = []
-    for bn, bk, warps, stages in GEMM_TILES:
-        bk = min(bk, k)  # small models (pi05_tiny: K = 64) take one K block
-        tiles = -(-n // bn) * -(-rows // bm)
-        for splits in SPLITS:
-            fills = SMS // 2 <= tiles * splits <= 4 * SMS and tiles <= max_tiles
-            if k % (bk * splits) or (splits > 1 and not fills):
-                continue
-            if [bm, bn, bk, warps, stages, splits] not in out:
-                out.append([bm, bn, bk, warps, stages, splits])
+    for swap, shapes, splits_tried in ((0, GEMM_TILES, SPLITS),
+                                       (1, SWAPPED_TILES, SWAPPED_SPLITS)):
+        for bn, bk, warps, stages in shapes:
+            bk = min(bk, k)  # small models (pi05_tiny: K = 64) take one K block
+            tiles = -(-n // bn) * -(-rows // bm)
+            for splits in splits_tried:
+                fills = SMS // 2 <= tiles * splits <= 4 * SMS and tiles <= max_tiles
+                if k % (bk * splits) or (splits > 1 and not fills):
+                    continue
+                if [bm, bn, bk, warps, stages, splits, swap] not in out:
+                    out.append([bm, bn, bk, warps, stages, splits, swap])
     return out
 
 
@@ -73,14 +81,15 @@ def flash_candidates() -> list:
     return [list(c) for c in FLASH_CANDIDATES]
 
 
-def pick(candidates: list, launch, on_gpu: bool, cached: list | None = None) -> Choice:
+def pick(candidates: list, launch, on_gpu: bool, cached: dict | None = None) -> Choice:
     """The fastest of `candidates` for `launch(tiles)` (median of CUDA-graph replays) on the
-    GPU, or `cached` (a choice measured before on this GPU model) when it is a candidate; the
-    first candidate off the GPU."""
+    GPU, or `cached` ({'tiles', 'measured'}: a choice made before on this GPU model) when that
+    measurement timed every one of today's candidates; the first candidate off the GPU."""
     if not candidates:
         raise ValueError('tuning: no tile candidate fits this shape')
-    if cached is not None and list(cached) in [list(c) for c in candidates]:
-        return Choice(list(cached), source='tile cache')
+    if cached is not None and list(cached['tiles']) in [list(c) for c in candidates] \
+            and {str(list(c)) for c in candidates} <= set(cached['measured']):
+        return Choice(list(cached['tiles']), source='tile cache')
     if not on_gpu:
         return Choice(list(candidates[0]))
     timings = {}
@@ -103,13 +112,17 @@ def cache_path(gpu_name: str) -> str:
 
 
 def cached_tiles(gpu_name: str) -> dict:
-    """{'<part> <shape>': tiles} measured before on this GPU model ({} when none, or when
-    LAMP_MEASURE_TILES=1 asks for a fresh measurement)."""
+    """{'<part> <shape>': {'tiles': the choice, 'measured': the candidates it was timed
+    against}} from before on this GPU model ({} when none, or when LAMP_MEASURE_TILES=1 asks
+    for a fresh measurement). A choice is reused only where `measured` covers every current
+    candidate: a candidate added since is measured, not silently skipped."""
     path = cache_path(gpu_name)
     if os.environ.get('LAMP_MEASURE_TILES') == '1' or not os.path.isfile(path):
         return {}
     with open(path, encoding='utf-8') as f:
-        return json.load(f)['tiles']
+        cache = json.load(f)
+    return {key: {'tiles': tiles, 'measured': sorted(cache['timings_ms'].get(key, {}))}
+            for key, tiles in cache['tiles'].items()}
 
 
 def gpu_time_ms(fn) -> float:

@@ -6,8 +6,9 @@ inference does.
 
     python3 scripts/device/expert_chain.py [--out FILE.json]
 
-Forms: 'fused' (every part on a lamp kernel) and 'chosen' (qkv and gate_up in their library
-form: rms_norm + cuBLAS [+ geglu], as the H200 build picked).
+Forms: 'fused' (every part on a lamp kernel), 'swapped' (the same with swapped GEMM tiles) and
+'chosen' (qkv and gate_up in their library form: rms_norm + cuBLAS [+ geglu], o and down fused,
+as the H200 build picked).
 
 Measured on the H200 (2026-11-30): fused 74.6 us per layer, chosen 53.3 us: the isolated part
 timings (41.7 us summed) leave 12 us per layer unexplained. Tried and dropped, with this script:
@@ -25,8 +26,12 @@ import torch.nn.functional as F
 from lamp_ros.kernels import ops, triton_expert as te, triton_kernels as tk, tuning
 
 ROWS, WIDTH, HEADS, D, MLP, PREFIX, LAYERS = 50, 1024, 8, 256, 4096, 968, 18
-GEMM = {'qkv': [64, 16, 128, 4, 4, 1], 'o': [64, 16, 128, 4, 4, 2],
-        'gate_up': [64, 32, 128, 4, 4, 1], 'down': [64, 16, 128, 4, 4, 4]}
+# [block_m, block_n, block_k, warps, stages, splits, swap]: the best fused tilings the H200 build
+# measured, and the swapped form (the weight block as the MMA's M side) split to fill the GPU
+GEMM = {'fused': {'qkv': [64, 16, 128, 4, 4, 1, 0], 'o': [64, 16, 128, 4, 4, 2, 0],
+                  'gate_up': [64, 32, 128, 4, 4, 1, 0], 'down': [64, 32, 128, 4, 4, 4, 0]},
+        'swapped': {'qkv': [64, 64, 128, 4, 4, 2, 1], 'o': [64, 64, 128, 4, 4, 8, 1],
+                    'gate_up': [64, 64, 128, 4, 4, 2, 1], 'down': [64, 64, 128, 4, 4, 8, 1]}}
 ATTENTION = [16, 64, 128, 4, 1]
 
 
@@ -44,26 +49,28 @@ def layer_weights(dev):
                 kp=torch.randn(1, PREFIX, 1, D, **bf), vp=torch.randn(1, PREFIX, 1, D, **bf))
 
 
-def step(layers, x, rotation, mask, counters, library: bool):
+def step(layers, x, rotation, mask, counters, form: str):
+    library = form == 'chosen'
+    tiles = GEMM['swapped' if form == 'swapped' else 'fused']
     for L in layers:
         if library:
             qkv = F.linear(tk.rms_norm(x, L['scale'], L['shift'], 1e-6), L['qkv'])
         else:
-            qkv = te.expert_gemm(x, L['qkv'], GEMM['qkv'], counters=counters, mod=L['mod'],
+            qkv = te.expert_gemm(x, L['qkv'], tiles['qkv'], counters=counters, mod=L['mod'],
                                  bias=L['b_qkv'], eps=1e-6)
         a = te.mqa_attention(qkv, L['kp'], L['vp'], *rotation, mask, HEADS, D ** -0.5,
                              ATTENTION)
-        x = te.expert_gemm(a, L['o'], GEMM['o'], counters=counters, residual=x,
+        x = te.expert_gemm(a, L['o'], tiles['o'], counters=counters, residual=x,
                            gate=L['gate_o'])
         if library:
             g, u = F.linear(tk.rms_norm(x, L['scale'], L['shift'], 1e-6),
                             L['gate_up']).chunk(2, -1)
             h = tk.geglu(g, u)
         else:
-            h = te.expert_gemm(x, L['gate'], GEMM['gate_up'], counters=counters,
+            h = te.expert_gemm(x, L['gate'], tiles['gate_up'], counters=counters,
                                weight2=L['up'], mod=L['mod'], bias=L['b_gate'],
                                bias2=L['b_up'], eps=1e-6)
-        x = te.expert_gemm(h, L['down'], GEMM['down'], counters=counters, residual=x,
+        x = te.expert_gemm(h, L['down'], tiles['down'], counters=counters, residual=x,
                            gate=L['gate_o'])
     return x
 
@@ -144,8 +151,8 @@ def main():
     mask = torch.ones(1, ROWS, PREFIX + ROWS, dtype=torch.bool, device=dev)
     counters = torch.zeros(1024, dtype=torch.int32, device=dev)
     report = {'layers': LAYERS, 'gemm_tiles': GEMM, 'attention_tiles': ATTENTION}
-    for form in ('fused', 'chosen'):
-        ms, _ = time_graph(lambda: step(layers, x, rotation, mask, counters, form == 'chosen'))
+    for form in ('fused', 'swapped', 'chosen'):
+        ms, _ = time_graph(lambda: step(layers, x, rotation, mask, counters, form))
         report[form] = {'step_ms': ms, 'layer_us': 1e3 * ms / LAYERS,
                         'inference_ms (x10 steps)': 10 * ms}
         print(f'{form:8s} step {ms:.3f} ms, {1e3 * ms / LAYERS:.1f} us per layer', flush=True)

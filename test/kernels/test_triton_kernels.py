@@ -57,7 +57,8 @@ def test_kernels_match_the_reference(dtype, atol):
 # attention kernels are checked here in float32; kernels_check.py checks them in bf16 on the GPU.
 
 @pytest.mark.parametrize('splits', [1, 2])
-def test_expert_gemms_match_the_reference(splits):
+@pytest.mark.parametrize('swap', [0, 1])
+def test_expert_gemms_match_the_reference(splits, swap):
     torch.manual_seed(0)
     x = torch.randn(1, 50, 64)
     w, w2 = torch.randn(2, 96, 64) / 8
@@ -65,7 +66,7 @@ def test_expert_gemms_match_the_reference(splits):
         torch.randn(96)
     residual = torch.randn(1, 50, 96)
     counters = torch.zeros(32, dtype=torch.int32)
-    tiles = [64, 32, 32 // splits, 4, 2, splits]
+    tiles = [64, 32, 32 // splits, 4, 2, splits, swap]
 
     def gemm(*args, **kwargs):
         return triton_expert.expert_gemm(*args, counters=counters, **kwargs)
@@ -77,14 +78,14 @@ def test_expert_gemms_match_the_reference(splits):
          ops.ada_geglu_reference(x, w, w2, mod, bias, bias2, 1e-6)),
         (gemm(x, w, tiles, residual=residual, gate=gate),
          ops.gated_linear_reference(x, w, residual, gate)),
-        (gemm(x, w, [16, 16, 64 // splits, 4, 2, splits], residual=residual),
+        (gemm(x, w, [16, 16, 64 // splits, 4, 2, splits, swap], residual=residual),
          ops.gated_linear_reference(x, w, residual, None)),
     ]
     for got, want in cases:
         torch.testing.assert_close(got, want, atol=3e-5, rtol=0)
     assert not counters.any()  # the last split of every tile put its counter back to zero
     with pytest.raises(ValueError, match='not a multiple'):
-        gemm(x, w, [64, 32, 48, 4, 2, 1], residual=residual)
+        gemm(x, w, [64, 32, 48, 4, 2, 1, swap], residual=residual)
 
 
 @pytest.mark.parametrize('tiles', [[16, 16, 16, 4, 1], [32, 16, 32, 4, 2], [16, 16, 64, 4, 1]])

@@ -12,17 +12,24 @@ def _never(tiles):
     raise AssertionError('no launch expected off the GPU or from the cache')
 
 
-def test_pick_takes_the_cached_choice_only_when_it_is_a_candidate():
-    candidates = [[64, 16, 128, 4, 4, 1], [64, 32, 128, 4, 4, 2], LIBRARY]
-    choice = tuning.pick(candidates, _never, on_gpu=True, cached=[64, 32, 128, 4, 4, 2])
-    assert (choice.tiles, choice.source) == ([64, 32, 128, 4, 4, 2], 'tile cache')
-    assert tuning.pick(candidates, _never, True, cached=LIBRARY).tiles == LIBRARY
-    stale = tuning.pick(candidates, _never, on_gpu=False, cached=[64, 64, 64, 4, 4, 8])
-    assert (stale.tiles, stale.source) == (candidates[0], 'first candidate')
+def test_pick_takes_the_cached_choice_only_when_it_beat_every_candidate():
+    candidates = [[64, 16, 128, 4, 4, 1, 0], [64, 32, 128, 4, 4, 2, 0], LIBRARY]
+    measured = [str(c) for c in candidates] + ['[64, 64, 64, 4, 4, 8, 0]']
+
+    def cached(tiles, timed=measured):
+        return {'tiles': tiles, 'measured': timed}
+    choice = tuning.pick(candidates, _never, on_gpu=True, cached=cached([64, 32, 128, 4, 4, 2, 0]))
+    assert (choice.tiles, choice.source) == ([64, 32, 128, 4, 4, 2, 0], 'tile cache')
+    assert tuning.pick(candidates, _never, True, cached=cached(LIBRARY)).tiles == LIBRARY
+    for stale in (cached([64, 64, 64, 4, 4, 8, 0]),  # no longer a candidate
+                  cached(LIBRARY, measured[1:])):  # a candidate it was never timed against
+        again = tuning.pick(candidates, _never, on_gpu=False, cached=stale)
+        assert (again.tiles, again.source) == (candidates[0], 'first candidate')
 
 
 def test_the_h200_cache_covers_pi05_full_with_current_candidates():
-    """Every cached choice must still be a candidate, or builds would silently re-measure."""
+    """The cache's keys and choices follow the candidate lists (whether a build may reuse a
+    choice, or must time candidates added since, is `pick`'s test above)."""
     with open(tuning.cache_path('NVIDIA H200'), encoding='utf-8') as f:
         cache = json.load(f)
     cfg = get_preset('pi05_full')
@@ -46,7 +53,8 @@ def test_the_h200_cache_covers_pi05_full_with_current_candidates():
 
 
 def test_measure_tiles_env_ignores_the_cache(monkeypatch):
-    assert tuning.cached_tiles('NVIDIA H200')
+    cache = tuning.cached_tiles('NVIDIA H200')
+    assert cache and all(set(c) == {'tiles', 'measured'} for c in cache.values())
     assert tuning.cached_tiles('Some Other GPU') == {}
     monkeypatch.setenv('LAMP_MEASURE_TILES', '1')
     assert tuning.cached_tiles('NVIDIA H200') == {}
@@ -54,7 +62,7 @@ def test_measure_tiles_env_ignores_the_cache(monkeypatch):
 
 def test_gemm_candidates_fit_the_shape():
     for n, k in ((2560, 1024), (1024, 4096), (96, 64)):
-        for bm, bn, bk, warps, stages, splits in tuning.gemm_candidates(50, n, k):
-            assert k % (bk * splits) == 0 and bm == 64
+        for bm, bn, bk, warps, stages, splits, swap in tuning.gemm_candidates(50, n, k):
+            assert k % (bk * splits) == 0 and bm == 64 and swap in (0, 1)
             if splits > 1:
                 assert tuning.SMS // 2 <= -(-n // bn) * splits <= 4 * tuning.SMS
