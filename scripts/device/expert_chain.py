@@ -1,5 +1,5 @@
 """One Euler step of pi05_full's expert (18 layers, five parts each) as the artifact runs it, on
-the GPU: per-layer GPU time of the part forms and launch modes, and the new attention kernels
+the GPU: per-layer GPU time of the part forms, and the attention kernels
 checked in bf16. Isolated part timings (kernels_check.py, the build's tuning) miss what happens
 between kernels; this chain has distinct weights per layer (no L2 reuse across layers), as the
 inference does.
@@ -10,12 +10,14 @@ Forms: 'fused' (every part on a lamp kernel), 'swapped' (the same with swapped G
 'chosen' (qkv and gate_up in their library form: rms_norm + cuBLAS [+ geglu], o and down fused,
 as the H200 build picked).
 
-Measured on the H200 (2026-11-30): fused 74.6 us per layer, chosen 53.3 us: the isolated part
-timings (41.7 us summed) leave 12 us per layer unexplained. Tried and dropped, with this script:
-programmatic dependent launch on the lamp kernels with the GEMMs fetching their weights into L2
-before waiting (55.9 us, slower), and the attention's key slices merged by the last slice of
-each row block instead of a second kernel (22 us per attention instead of 13: a serial chain of
-loads in one program)."""
+Measured on the H200 (2026-11-30, bench/results/expert_chain_h200.json, before the swapped
+form existed): chosen 48.2 us per layer, fused 69.3; the isolated part timings sum to 41.7, so
+about 6 us per layer go between kernels. Tried and dropped with this script (then with the
+attention variant below, chosen 53.3 us per layer): programmatic dependent launch on the lamp
+kernels with the GEMMs fetching their weights into L2 before waiting (55.9 us, slower; fused
+74.6 -> 81.2), and the attention's key slices merged by the last slice of each row block instead
+of a second kernel (22 us per attention instead of 13: a serial chain of loads in one
+program)."""
 
 import argparse
 import json
