@@ -125,6 +125,32 @@ def cached_tiles(gpu_name: str) -> dict:
             for key, tiles in cache['tiles'].items()}
 
 
+def record(gpu_name: str, tiles: dict, path: str | None = None) -> list:
+    """Keep the choices a build measured (plan.json `groups[].build.tiles`: {key: {'tiles',
+    'source', 'timings'}}) in this GPU model's cache -> the keys written. Entries the build
+    took from the cache (no timings) leave the cache as it was."""
+    path = path or cache_path(gpu_name)
+    cache = {'gpu': gpu_name, 'measured': f'lamp compile on the {gpu_name}, median GPU time of '
+             'CUDA-graph replays, ms', 'tiles': {}, 'timings_ms': {}}
+    if os.path.isfile(path):
+        with open(path, encoding='utf-8') as f:
+            cache = json.load(f)
+    written = []
+    for key, choice in sorted(tiles.items()):
+        if choice.get('source') != 'measured':
+            continue
+        cache['tiles'][key] = choice['tiles']
+        cache['timings_ms'][key] = {k: round(v, 5) for k, v in choice['timings'].items()
+                                    if isinstance(v, float)}
+        written.append(key)
+    cache['tiles'] = dict(sorted(cache['tiles'].items()))
+    cache['timings_ms'] = dict(sorted(cache['timings_ms'].items()))
+    with open(path, 'w', encoding='utf-8') as f:
+        json.dump(cache, f, indent=1)
+        f.write('\n')
+    return written
+
+
 def gpu_time_ms(fn) -> float:
     """Median GPU time of `fn` replayed from a CUDA graph, as the artifact runs it: timing
     Python launches would measure the launcher (tens of us), not a 3 us kernel."""

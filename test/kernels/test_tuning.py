@@ -66,3 +66,24 @@ def test_gemm_candidates_fit_the_shape():
             assert k % (bk * splits) == 0 and bm == 64 and swap in (0, 1)
             if splits > 1:
                 assert tuning.SMS // 2 <= -(-n // bn) * splits <= 4 * tuning.SMS
+
+
+def test_record_keeps_what_a_build_measured(tmp_path):
+    path = str(tmp_path / 'gpu.json')
+    with open(tuning.cache_path('NVIDIA H200'), encoding='utf-8') as f:
+        before = json.load(f)
+    with open(path, 'w', encoding='utf-8') as f:
+        json.dump(before, f)
+    key = 'o 50x1024x2048'
+    built = {key: {'tiles': [64, 64, 128, 4, 4, 8, 1], 'source': 'measured',
+                   'timings': {'[64, 64, 128, 4, 4, 8, 1]': 0.0041, '[]': 0.0098,
+                               '[64, 128, 128, 4, 3, 16, 1]': 'rejected: OutOfResources'}},
+             'qkv 50x2560x1024': {'tiles': [], 'source': 'tile cache', 'timings': {}}}
+    assert tuning.record('NVIDIA H200', built, path) == [key]
+    with open(path, encoding='utf-8') as f:
+        after = json.load(f)
+    assert after['tiles'][key] == [64, 64, 128, 4, 4, 8, 1]
+    assert after['timings_ms'][key] == {'[64, 64, 128, 4, 4, 8, 1]': 0.0041, '[]': 0.0098}
+    for other in set(before['tiles']) - {key}:  # what the build took from the cache stays
+        assert after['tiles'][other] == before['tiles'][other]
+        assert after['timings_ms'][other] == before['timings_ms'][other]
