@@ -140,8 +140,9 @@ def record(gpu_name: str, tiles: dict, path: str | None = None) -> list:
         if choice.get('source') != 'measured':
             continue
         cache['tiles'][key] = choice['tiles']
-        cache['timings_ms'][key] = {k: round(v, 5) for k, v in choice['timings'].items()
-                                    if isinstance(v, float)}
+        # times in ms; a tiling the GPU rejected keeps its reason (it was tried: no re-measure)
+        cache['timings_ms'][key] = {k: round(v, 5) if isinstance(v, float) else v[:120]
+                                    for k, v in choice['timings'].items()}
         written.append(key)
     cache['tiles'] = dict(sorted(cache['tiles'].items()))
     cache['timings_ms'] = dict(sorted(cache['timings_ms'].items()))

@@ -4,7 +4,7 @@ checked in bf16. Isolated part timings (kernels_check.py, the build's tuning) mi
 between kernels; this chain has distinct weights per layer (no L2 reuse across layers), as the
 inference does.
 
-    python3 scripts/device/expert_chain.py [--out FILE.json]
+    python3 scripts/device/expert_chain.py [--gemms] [--out FILE.json]
 
 Forms: 'fused' (every part on a lamp kernel), 'swapped' (the same with swapped GEMM tiles) and
 'chosen' (qkv and gate_up in their library form: rms_norm + cuBLAS [+ geglu], o and down fused,
@@ -17,7 +17,9 @@ attention variant below, chosen 53.3 us per layer): programmatic dependent launc
 kernels with the GEMMs fetching their weights into L2 before waiting (55.9 us, slower; fused
 74.6 -> 81.2), and the attention's key slices merged by the last slice of each row block instead
 of a second kernel (22 us per attention instead of 13: a serial chain of loads in one
-program)."""
+program). With the swapped form (bench/results/expert_chain_swapped_h200.json): swapped 56.7 us
+per layer (fused 70.7, chosen 49.2); alone, the swapped tilings sped up the norm-fused qkv
+(10.4 -> 9.0 us) and gate_up (15.0 -> 12.0) but lost every part to the build's choices."""
 
 import argparse
 import json
@@ -138,9 +140,60 @@ def check_attention(dev) -> dict:
     return out
 
 
+def check_gemms(L, x, counters) -> dict:
+    """Each GEMM part of one layer alone: the fused tiling above, the library form, and every
+    swapped candidate of tuning.gemm_candidates (us; swapped ones' error against the float32
+    reference, max error / max |ref|)."""
+    dev = x.device
+    a = torch.randn(1, ROWS, HEADS * D, dtype=torch.bfloat16, device=dev)
+    h = torch.randn(1, ROWS, MLP, dtype=torch.bfloat16, device=dev)
+    parts = {
+        'qkv': (lambda t: te.expert_gemm(x, L['qkv'], t, counters=counters, mod=L['mod'],
+                                         bias=L['b_qkv'], eps=1e-6),
+                lambda: F.linear(tk.rms_norm(x, L['scale'], L['shift'], 1e-6), L['qkv']),
+                lambda: ops.ada_linear_reference(x, L['qkv'], L['mod'], L['b_qkv'], 1e-6),
+                L['qkv'].shape),
+        'o': (lambda t: te.expert_gemm(a, L['o'], t, counters=counters, residual=x,
+                                       gate=L['gate_o']),
+              lambda: torch.addcmul(x, F.linear(a, L['o']), L['gate_o']),
+              lambda: ops.gated_linear_reference(a, L['o'], x, L['gate_o']), L['o'].shape),
+        'gate_up': (lambda t: te.expert_gemm(x, L['gate'], t, counters=counters,
+                                             weight2=L['up'], mod=L['mod'], bias=L['b_gate'],
+                                             bias2=L['b_up'], eps=1e-6),
+                    lambda: tk.geglu(*F.linear(tk.rms_norm(x, L['scale'], L['shift'], 1e-6),
+                                               L['gate_up']).chunk(2, -1)),
+                    lambda: ops.ada_geglu_reference(x, L['gate'], L['up'], L['mod'],
+                                                    L['b_gate'], L['b_up'], 1e-6),
+                    L['gate'].shape),
+        'down': (lambda t: te.expert_gemm(h, L['down'], t, counters=counters, residual=x,
+                                          gate=L['gate_o']),
+                 lambda: torch.addcmul(x, F.linear(h, L['down']), L['gate_o']),
+                 lambda: ops.gated_linear_reference(h, L['down'], x, L['gate_o']),
+                 L['down'].shape),
+    }
+    out = {}
+    for part, (fused, library, reference, (n, k)) in parts.items():
+        row = {'library': 1e3 * tuning.gpu_time_ms(library)}
+        tiles = GEMM['fused'][part]
+        row[str(tiles)] = 1e3 * tuning.gpu_time_ms(lambda: fused(tiles))
+        want = reference().float()
+        for tiles in (c for c in tuning.gemm_candidates(ROWS, n, k) if c[-1]):
+            try:
+                err = float((fused(tiles).float() - want).abs().max() / want.abs().max())
+                row[str(tiles)] = {'us': 1e3 * tuning.gpu_time_ms(lambda: fused(tiles)),
+                                   'rel_error': err}
+            except Exception as exc:  # a tiling the GPU rejects (shared memory)
+                row[str(tiles)] = f'rejected: {str(exc)[-150:]}'
+        out[part] = row
+        print(part, json.dumps(row), flush=True)
+    return out
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument('--out', default='')
+    parser.add_argument('--gemms', action='store_true',
+                        help='also time each GEMM part alone in every swapped tiling')
     args = parser.parse_args()
     torch.manual_seed(0)
     dev = 'cuda'
@@ -159,11 +212,20 @@ def main():
                         'inference_ms (x10 steps)': 10 * ms}
         print(f'{form:8s} step {ms:.3f} ms, {1e3 * ms / LAYERS:.1f} us per layer', flush=True)
     report['counters_left'] = int(counters.abs().sum())
+    save(report, args.out)
+    if args.gemms:
+        report['gemms'] = check_gemms(layers[0], x, counters)
+        save(report, args.out)
     report['attention'] = check_attention(dev)
     for k, v in report['attention'].items():
         print(k, v, flush=True)
-    if args.out:
-        with open(args.out, 'w', encoding='utf-8') as f:
+    save(report, args.out)
+
+
+def save(report: dict, path: str) -> None:
+    """After every section: a run cut short by a time limit keeps what it measured."""
+    if path:
+        with open(path, 'w', encoding='utf-8') as f:
             json.dump(report, f, indent=1)
 
 

@@ -83,7 +83,8 @@ def test_record_keeps_what_a_build_measured(tmp_path):
     with open(path, encoding='utf-8') as f:
         after = json.load(f)
     assert after['tiles'][key] == [64, 64, 128, 4, 4, 8, 1]
-    assert after['timings_ms'][key] == {'[64, 64, 128, 4, 4, 8, 1]': 0.0041, '[]': 0.0098}
+    assert after['timings_ms'][key] == {'[64, 64, 128, 4, 4, 8, 1]': 0.0041, '[]': 0.0098,
+                                        '[64, 128, 128, 4, 3, 16, 1]': 'rejected: OutOfResources'}
     for other in set(before['tiles']) - {key}:  # what the build took from the cache stays
         assert after['tiles'][other] == before['tiles'][other]
         assert after['timings_ms'][other] == before['timings_ms'][other]
