@@ -297,7 +297,7 @@ def torch_compile(model, args, mode='max-autotune', cache: str = ''):
     info = {'mode': mode, 'fullgraph': False, 'torch': torch.__version__}
     loaded = bool(cache) and os.path.isfile(f'{cache}.json')
     if loaded:
-        data = b''.join(open(part, 'rb').read() for part in _chunks(cache))
+        data = b''.join(_read(part) for part in _chunks(cache))
         torch.compiler.load_cache_artifacts(data)
         with open(f'{cache}.json', encoding='utf-8') as f:
             info.update(json.load(f))
@@ -328,6 +328,11 @@ def torch_compile(model, args, mode='max-autotune', cache: str = ''):
     def fn(*call_args):
         return compiled(*call_args)
     return fn, info
+
+
+def _read(path: str) -> bytes:
+    with open(path, 'rb') as f:
+        return f.read()
 
 
 def _chunks(cache: str) -> list:

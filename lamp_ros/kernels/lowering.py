@@ -32,9 +32,11 @@ SWITCHED = {UnitRMSNorm: 'rms_norm', StepAdaRMSNorm: 'ada_rms_norm', Rotary: 'ro
 
 
 def use_kernels(modules: dict, tuning_out: dict | None = None) -> dict:
-    """Turn the kernel switch on in every module that has one, and give every expert layer in
-    the fused kernels' form its step constants, in place -> {what: count}."""
+    """Turn the kernel switch on in every module that has one, give every expert layer in the
+    fused kernels' form its step constants and the prefix's attentions their measured form, in
+    place -> {what: count}."""
     counts = {}
+    out = tuning_out if tuning_out is not None else {}
     for stage in modules.values():
         for module in stage.modules():
             what = SWITCHED.get(type(module))
@@ -42,7 +44,6 @@ def use_kernels(modules: dict, tuning_out: dict | None = None) -> dict:
                 continue
             module.kernel = True
             counts[what] = counts.get(what, 0) + 1
-        out = tuning_out if tuning_out is not None else {}
         if isinstance(stage, ExpertStage):
             fused = fuse_expert_layers(stage, out)
             if fused:

@@ -53,29 +53,32 @@ def layer_weights(dev):
                 kp=torch.randn(1, PREFIX, 1, D, **bf), vp=torch.randn(1, PREFIX, 1, D, **bf))
 
 
+def gemm_part(part, L, inp, x, tiles, counters):
+    """One GEMM part of layer L: the fused lamp kernel with `tiles`, or its library form
+    (tiles == [], as in ExpertKernels). inp is the part's input, x the residual stream."""
+    if part in ('qkv', 'gate_up'):
+        if not tiles:  # rms_norm, cuBLAS [, geglu]
+            y = F.linear(tk.rms_norm(inp, L['scale'], L['shift'], 1e-6), L[part])
+            return y if part == 'qkv' else tk.geglu(*y.chunk(2, -1))
+        if part == 'qkv':
+            return te.expert_gemm(inp, L['qkv'], tiles, counters=counters, mod=L['mod'],
+                                  bias=L['b_qkv'], eps=1e-6)
+        return te.expert_gemm(inp, L['gate'], tiles, counters=counters, weight2=L['up'],
+                              mod=L['mod'], bias=L['b_gate'], bias2=L['b_up'], eps=1e-6)
+    if not tiles:  # cuBLAS, addcmul
+        return torch.addcmul(x, F.linear(inp, L[part]), L['gate_o'])
+    return te.expert_gemm(inp, L[part], tiles, counters=counters, residual=x, gate=L['gate_o'])
+
+
 def step(layers, x, rotation, mask, counters, form: str):
-    library = form == 'chosen'
-    tiles = GEMM['swapped' if form == 'swapped' else 'fused']
+    tiles = {**GEMM['fused'], 'qkv': [], 'gate_up': []} if form == 'chosen' else GEMM[form]
     for L in layers:
-        if library:
-            qkv = F.linear(tk.rms_norm(x, L['scale'], L['shift'], 1e-6), L['qkv'])
-        else:
-            qkv = te.expert_gemm(x, L['qkv'], tiles['qkv'], counters=counters, mod=L['mod'],
-                                 bias=L['b_qkv'], eps=1e-6)
+        qkv = gemm_part('qkv', L, x, x, tiles['qkv'], counters)
         a = te.mqa_attention(qkv, L['kp'], L['vp'], *rotation, mask, HEADS, D ** -0.5,
                              ATTENTION)
-        x = te.expert_gemm(a, L['o'], tiles['o'], counters=counters, residual=x,
-                           gate=L['gate_o'])
-        if library:
-            g, u = F.linear(tk.rms_norm(x, L['scale'], L['shift'], 1e-6),
-                            L['gate_up']).chunk(2, -1)
-            h = tk.geglu(g, u)
-        else:
-            h = te.expert_gemm(x, L['gate'], tiles['gate_up'], counters=counters,
-                               weight2=L['up'], mod=L['mod'], bias=L['b_gate'],
-                               bias2=L['b_up'], eps=1e-6)
-        x = te.expert_gemm(h, L['down'], tiles['down'], counters=counters, residual=x,
-                           gate=L['gate_o'])
+        x = gemm_part('o', L, a, x, tiles['o'], counters)
+        h = gemm_part('gate_up', L, x, x, tiles['gate_up'], counters)
+        x = gemm_part('down', L, h, x, tiles['down'], counters)
     return x
 
 
@@ -147,40 +150,28 @@ def check_gemms(L, x, counters) -> dict:
     dev = x.device
     a = torch.randn(1, ROWS, HEADS * D, dtype=torch.bfloat16, device=dev)
     h = torch.randn(1, ROWS, MLP, dtype=torch.bfloat16, device=dev)
-    parts = {
-        'qkv': (lambda t: te.expert_gemm(x, L['qkv'], t, counters=counters, mod=L['mod'],
-                                         bias=L['b_qkv'], eps=1e-6),
-                lambda: F.linear(tk.rms_norm(x, L['scale'], L['shift'], 1e-6), L['qkv']),
-                lambda: ops.ada_linear_reference(x, L['qkv'], L['mod'], L['b_qkv'], 1e-6),
+    parts = {  # part -> (input, float32 reference of the fused form, weight shape)
+        'qkv': (x, lambda: ops.ada_linear_reference(x, L['qkv'], L['mod'], L['b_qkv'], 1e-6),
                 L['qkv'].shape),
-        'o': (lambda t: te.expert_gemm(a, L['o'], t, counters=counters, residual=x,
-                                       gate=L['gate_o']),
-              lambda: torch.addcmul(x, F.linear(a, L['o']), L['gate_o']),
-              lambda: ops.gated_linear_reference(a, L['o'], x, L['gate_o']), L['o'].shape),
-        'gate_up': (lambda t: te.expert_gemm(x, L['gate'], t, counters=counters,
-                                             weight2=L['up'], mod=L['mod'], bias=L['b_gate'],
-                                             bias2=L['b_up'], eps=1e-6),
-                    lambda: tk.geglu(*F.linear(tk.rms_norm(x, L['scale'], L['shift'], 1e-6),
-                                               L['gate_up']).chunk(2, -1)),
-                    lambda: ops.ada_geglu_reference(x, L['gate'], L['up'], L['mod'],
-                                                    L['b_gate'], L['b_up'], 1e-6),
+        'o': (a, lambda: ops.gated_linear_reference(a, L['o'], x, L['gate_o']), L['o'].shape),
+        'gate_up': (x, lambda: ops.ada_geglu_reference(x, L['gate'], L['up'], L['mod'],
+                                                       L['b_gate'], L['b_up'], 1e-6),
                     L['gate'].shape),
-        'down': (lambda t: te.expert_gemm(h, L['down'], t, counters=counters, residual=x,
-                                          gate=L['gate_o']),
-                 lambda: torch.addcmul(x, F.linear(h, L['down']), L['gate_o']),
-                 lambda: ops.gated_linear_reference(h, L['down'], x, L['gate_o']),
+        'down': (h, lambda: ops.gated_linear_reference(h, L['down'], x, L['gate_o']),
                  L['down'].shape),
     }
     out = {}
-    for part, (fused, library, reference, (n, k)) in parts.items():
-        row = {'library': 1e3 * tuning.gpu_time_ms(library)}
+    for part, (inp, reference, (n, k)) in parts.items():
+        def run(tiles):
+            return gemm_part(part, L, inp, x, tiles, counters)
+        row = {'library': 1e3 * tuning.gpu_time_ms(lambda: run([]))}
         tiles = GEMM['fused'][part]
-        row[str(tiles)] = 1e3 * tuning.gpu_time_ms(lambda: fused(tiles))
+        row[str(tiles)] = 1e3 * tuning.gpu_time_ms(lambda: run(tiles))
         want = reference().float()
         for tiles in (c for c in tuning.gemm_candidates(ROWS, n, k) if c[-1]):
             try:
-                err = float((fused(tiles).float() - want).abs().max() / want.abs().max())
-                row[str(tiles)] = {'us': 1e3 * tuning.gpu_time_ms(lambda: fused(tiles)),
+                err = float((run(tiles).float() - want).abs().max() / want.abs().max())
+                row[str(tiles)] = {'us': 1e3 * tuning.gpu_time_ms(lambda: run(tiles)),
                                    'rel_error': err}
             except Exception as exc:  # a tiling the GPU rejects (shared memory)
                 row[str(tiles)] = f'rejected: {str(exc)[-150:]}'
