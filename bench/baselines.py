@@ -281,9 +281,17 @@ def _synchronize(args):
 CHUNK_BYTES = 15 << 20  # the device tool brings back files of at most 16 MiB
 
 
-def torch_compile(model, args, mode='max-autotune', cache: str = ''):
+def torch_compile(model, args, mode='max-autotune', cache: str = '', scope: str = 'whole'):
     """`torch.compile(model.sample_actions)` -> (fn, info); the first call (compilation) is
     made here with `args` under no_grad, and its wall time is info['compile_s'].
+
+    scope 'whole' compiles sample_actions as one program (dynamo unrolls the 10 Euler steps:
+    vision, prefix and 10 x 18 expert layers in one graph). scope 'stages' compiles the
+    vision encoder, the prefix and the expert's velocity field separately, the velocity once
+    for all 10 steps (PyTorch's "regional compilation" recipe for repeated blocks), with
+    inductor's CUDA graphs off: the caller captures the whole call as one CUDA graph
+    (gpu_pi05.py does). On the H200 the whole-scope max-autotune compile did not finish in
+    two 570 s attempts (the second with the first's kernels and autotuning cached).
 
     `cache` names inductor's portable compile cache (torch.compiler.save_cache_artifacts: the
     compiled graphs with their autotuning choices and kernels), kept as CACHE.000, CACHE.001, ...
@@ -294,7 +302,12 @@ def torch_compile(model, args, mode='max-autotune', cache: str = ''):
 
     With mode 'max-autotune' (or 'reduce-overhead') inductor replays CUDA graphs whose output
     buffers are reused: clone an output before the next call if it must be kept."""
-    info = {'mode': mode, 'fullgraph': False, 'torch': torch.__version__}
+    if scope not in ('whole', 'stages'):
+        raise ValueError(f"torch_compile scope must be 'whole' or 'stages', not {scope!r}")
+    if scope == 'stages':
+        mode = {'max-autotune': 'max-autotune-no-cudagraphs',
+                'reduce-overhead': 'default'}.get(mode, mode)
+    info = {'mode': mode, 'scope': scope, 'fullgraph': False, 'torch': torch.__version__}
     loaded = bool(cache) and os.path.isfile(f'{cache}.json')
     if loaded:
         data = b''.join(_read(part) for part in _chunks(cache))
@@ -302,7 +315,10 @@ def torch_compile(model, args, mode='max-autotune', cache: str = ''):
         with open(f'{cache}.json', encoding='utf-8') as f:
             info.update(json.load(f))
         info['cache'] = f'loaded ({len(data) / 1e6:.1f} MB)'
-    compiled = torch.compile(model.sample_actions, mode=mode, fullgraph=False)
+    if scope == 'whole':
+        compiled = torch.compile(model.sample_actions, mode=mode, fullgraph=False)
+    else:
+        compiled = compile_stages(model, mode)
     start = time.perf_counter()
     with torch.no_grad():
         compiled(*args)
@@ -328,6 +344,22 @@ def torch_compile(model, args, mode='max-autotune', cache: str = ''):
     def fn(*call_args):
         return compiled(*call_args)
     return fn, info
+
+
+def compile_stages(model, mode: str):
+    """sample_actions of a Pi05Model with its three stages compiled on their own and the
+    expert's velocity field compiled once for every Euler step. The model is not changed: the
+    expert is a shallow copy (same parameters) whose `velocity` is the compiled one."""
+    vision = torch.compile(model.vision, mode=mode)
+    prefix = torch.compile(model.prefix, mode=mode)
+    expert = copy.copy(model.expert)
+    expert.velocity = torch.compile(model.expert.velocity, mode=mode)
+
+    def sample_actions(images, image_mask, token_ids, token_mask, noise):
+        k_cache, v_cache, prefix_mask = prefix(vision(images), image_mask, token_ids,
+                                               token_mask)
+        return expert(k_cache, v_cache, prefix_mask, noise)
+    return sample_actions
 
 
 def _read(path: str) -> bytes:

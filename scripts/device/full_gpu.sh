@@ -11,23 +11,37 @@
 # a 10-minute call limit can still fit build + soak, then bench + torch.compile, back to back).
 # torch.compile max-autotune of the reference compiles for longer than one call leaves after the
 # rest, so it takes two calls: first, alone (no artifact needed),
-#   python3 bench/gpu_pi05.py --compile-only --compile-cache $OUT/torch_compile.cache
+#   bash scripts/device/torch_compile_cache.sh        (SCOPE=stages by default; or whole)
 # whose files (15 MiB chunks and a .json) come back; copy them into .compile_cache/ here
 # (git-ignored) and pass that folder in the device call's `carry`; then this script with
-# COMPILE_CACHE=.compile_cache/torch_compile.cache and BENCH_ARGS=--torch-compile compiles from
-# the cache in the same run as the other paths.
+# COMPILE_CACHE=.compile_cache/torch_compile.cache and BENCH_ARGS="--torch-compile
+# --compile-scope stages" compiles from the cache in the same run as the other paths.
+# DEADLINE_S (seconds from the start of this script; set it ~30 s under the call's limit) stops
+# the bench and the soak in time for their partial results to be saved and come back: the bench
+# writes gpu_pi05.json after every path, and a call killed at its limit returns only what is
+# already under $OUT.
 # Results go to $OUT (or ./out when OUT is unset). The device tool brings back at most 8 files,
-# so on exit everything is packed into results.tgz, with the headline files beside it.
+# so on exit, when there are more, everything is packed into results.tgz with the headline files
+# beside it. The pack is written under a temporary name and renamed before anything is deleted,
+# so a kill in the middle of it leaves the loose files or the whole pack, never neither (a kill
+# during the old delete-then-move pack lost a whole call's results).
 set -euo pipefail
 out="$(realpath -m "${OUT:-out}")"
 mkdir -p "$out"
+script_start=$(date +%s)
 pack() {
-  tar czf /tmp/results.tgz -C "$out" . && find "$out" -mindepth 1 -delete \
-    && mv /tmp/results.tgz "$out/" \
-    && tar xzf "$out/results.tgz" -C "$out" --wildcards './gpu_pi05.json' './bench.txt' \
-       './soak/soak.json' 2>/dev/null || true
+  [ "$(find "$out" -type f | wc -l)" -le 8 ] && return
+  tar czf "$out/pack.part" --exclude=./pack.part -C "$out" . || return
+  mv "$out/pack.part" "$out/results.tgz"
+  find "$out" -mindepth 1 ! -name results.tgz -delete
+  tar xzf "$out/results.tgz" -C "$out" --wildcards './gpu_pi05.json' './bench.txt' \
+    './soak/soak.json' 2>/dev/null || true
 }
 trap pack EXIT
+left() {  # `timeout` for a step: the seconds DEADLINE_S leaves, or a day without it
+  local s=$(( ${DEADLINE_S:-86400} - ($(date +%s) - script_start) ))
+  echo $(( s > 1 ? s : 1 ))
+}
 export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee "$out/gpu.txt"
 if [ -z "${SKIP_CHECK:-}" ]; then
@@ -48,11 +62,12 @@ if [ -z "${SKIP_BUILD:-}" ]; then
 fi
 cp "$art/plan.json" "$art/evidence/parity.json" "$art/evidence/build.json" "$out/"
 if [ -z "${SKIP_BENCH:-}" ]; then
-  python3 bench/gpu_pi05.py --artifact "$art" --out "$out/gpu_pi05.json" \
+  timeout "$(left)" python3 bench/gpu_pi05.py --artifact "$art" --out "$out/gpu_pi05.json" \
     --kernels-out "$out/lamp_kernels.txt" ${COMPILE_CACHE:+--compile-cache "$COMPILE_CACHE"} \
-    ${BENCH_ARGS:-} 2>&1 | tee "$out/bench.txt"
+    ${BENCH_ARGS:-} 2>&1 | tee "$out/bench.txt" \
+    || echo "bench stopped: rc $?" | tee -a "$out/bench.txt"
 fi
 if [ "${SOAK_SECONDS:-120}" != 0 ]; then
-  python3 scripts/device/soak.py "$art" --seconds "${SOAK_SECONDS:-120}" --out "$out/soak" \
-    2>&1 | tee "$out/soak.txt"
+  timeout "$(left)" python3 scripts/device/soak.py "$art" --seconds "${SOAK_SECONDS:-120}" \
+    --out "$out/soak" 2>&1 | tee "$out/soak.txt"
 fi
