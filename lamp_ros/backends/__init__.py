@@ -7,8 +7,7 @@ needs. Loading a backend to run never pulls in torch unless the backend runs on 
 
 import importlib
 
-MODULES = {'host': 'host', 'onnxruntime': 'onnxrt', 'tensorrt': 'trt', 'cuda': 'cuda',
-           'null': 'null'}
+MODULES = {'host': 'host', 'onnxruntime': 'onnxrt', 'tensorrt': 'trt', 'cuda': 'cuda'}
 
 
 def get_backend(name: str):

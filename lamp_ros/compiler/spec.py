@@ -13,12 +13,12 @@ import yaml
 
 SCHEMA = 'lamp.spec/1'
 TARGETS = ('cpu', 'cuda', 'tensorrt')
-BACKENDS = ('host', 'onnxruntime', 'tensorrt', 'cuda', 'null')
+BACKENDS = ('host', 'onnxruntime', 'tensorrt', 'cuda')
 PRECISIONS = ('fp32', 'bf16', 'fp16')
 BACKENDS_FOR_TARGET = {
-    'cpu': ('host', 'onnxruntime', 'null'),
-    'cuda': ('host', 'onnxruntime', 'cuda', 'null'),
-    'tensorrt': ('host', 'onnxruntime', 'tensorrt', 'cuda', 'null'),
+    'cpu': ('host', 'onnxruntime'),
+    'cuda': ('host', 'onnxruntime', 'cuda'),
+    'tensorrt': ('host', 'onnxruntime', 'tensorrt', 'cuda'),
 }
 
 
