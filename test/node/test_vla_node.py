@@ -41,13 +41,21 @@ def test_lifecycle_rate_and_restart(harness):
     time.sleep(0.5)
     first = len(h.latency)
     time.sleep(6.0)
-    # Each command's latency message carries the node's tick time: count the commands that
-    # arrived over 5 s of the node's clock (the probe's own receive times would add this busy
-    # test process's scheduling delays to the measurement).
-    ticks = [m.data[5] for m in h.latency[first:]]  # fresh and held commands alike
-    window = [t for t in ticks if t - ticks[0] < 5.0]
-    rate = len(window) / 5.0
-    assert abs(rate - 22.0) <= 0.05 * 22.0, f'{rate:.2f} Hz'
+    # Each command's latency message carries the node's tick time and the index of that
+    # command among those the node published, so the rate is measured on the node's clock
+    # (not from this busy test process's receive times) and a message lost on the way is a
+    # gap in the indices, not a slow loop. The loop's cadence: the median interval between
+    # consecutive commands (robust to a late tick and its catch-up). The commands published
+    # per second of node time: at most 10% short (the timer drops the ticks of a node process
+    # kept off the CPU for more than a period, which happens on a loaded 2-core machine).
+    tick, index = LATENCY_LAYOUT.index('tick_s'), LATENCY_LAYOUT.index('command_index')
+    t, i = np.array([(m.data[tick], m.data[index]) for m in h.latency[first:]]).T
+    assert len(t) > 50 and t[-1] - t[0] >= 5.0, (len(t), t[-1] - t[0])
+    cadence = 1.0 / np.median(np.diff(t)[np.diff(i) == 1])
+    published = (i[-1] - i[0]) / (t[-1] - t[0])
+    report = f'cadence {cadence:.2f} Hz, published {published:.2f} Hz'
+    assert abs(cadence - 22.0) <= 0.05 * 22.0, report
+    assert 0.90 * 22.0 <= published <= 1.05 * 22.0, report
     assert len(h.commands) >= len(h.latency) - 5  # the commands themselves arrived too
     msg = h.commands[-1][1]
     assert msg.joint_names[-1] == 'gripper' and len(msg.points[0].positions) == 7
@@ -87,8 +95,11 @@ def test_diagnostics_and_numeric_profile(harness):
     label = h.latency[-1].layout.dim[0].label.split(',')
     cameras = [f'stamp.{slot}' for slot in ('base', 'left_wrist', 'right_wrist')]
     assert label == [*LATENCY_LAYOUT, *cameras]
-    latency = dict(zip(label, h.latency[-1].data))
-    assert latency['fresh'] == 1.0 and 0 < latency['e2e_latency_s'] < 2.0  # e2e seconds
+    # The last fresh command (a tick under load may hold the previous one: NaN stamps there)
+    fresh = [m for m in list(h.latency) if m.data[LATENCY_LAYOUT.index('fresh')] == 1.0]
+    assert fresh, 'no fresh command among the latency messages'
+    latency = dict(zip(label, fresh[-1].data))
+    assert 0 < latency['e2e_latency_s'] < 2.0  # e2e seconds
     # input stamp = the oldest camera stamp; the episode began before this tick
     assert all(latency['input_stamp_s'] <= latency[c] for c in cameras)
     assert latency['episode_start_s'] < latency['tick_s'] and latency['command_index'] > 20
