@@ -54,6 +54,7 @@ def diagnostic_status(node_name: str, hardware_id: str, report: dict):
         'target_rate_hz': f'{report["target_rate_hz"]:.2f}',
         'achieved_rate_hz': f'{report["achieved_rate_hz"]:.2f}',
         'deadline_misses': str(p['deadline_misses']),
+        'skipped_ticks': str(report['skipped_ticks']),
         'stale_ticks': str(report['stale_ticks']),
         'rejected_messages': str(report['rejected_total']),
         'last_rejection': report['last_rejection'],

@@ -26,6 +26,17 @@ class TickResult:
     now: float | None = None     # the tick time the command was computed for
 
 
+def skipped_periods(previous: float | None, now: float, period: float) -> int:
+    """Control periods that passed between two ticks with no tick of their own.
+
+    A periodic timer whose process was kept off the CPU for more than a period does not run
+    the ticks it missed (rclpy's timers skip them): no command went out for those periods, and
+    the tick's own duration does not show it. Half a period of slack keeps jitter out."""
+    if previous is None or period <= 0:
+        return 0
+    return max(0, int((now - previous) / period + 0.5) - 1)
+
+
 class ControlEngine:
     def __init__(self, runtime, slots, joint_names, prompt: str, max_age: float,
                  max_skew: float, on_fault: str = 'hold'):

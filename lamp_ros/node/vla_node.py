@@ -23,7 +23,7 @@ from rcl_interfaces.msg import ParameterDescriptor, SetParametersResult
 
 from lamp_ros.node import convert
 from lamp_ros.node.diagnostics import diagnostic_status, PROFILE_LAYOUT, profile_values
-from lamp_ros.node.engine import ControlEngine
+from lamp_ros.node.engine import ControlEngine, skipped_periods
 from lamp_ros.node.params import check, NodeConfig, PARAMETERS
 
 SUCCESS, FAILURE = TransitionCallbackReturn.SUCCESS, TransitionCallbackReturn.FAILURE
@@ -193,10 +193,14 @@ class VlaNode(LifecycleNode):
         self._e2e_ms = deque(maxlen=1000)
         self._fault = ('', '')   # (kind, reason); kind: '', 'stale', 'error', 'waiting'
         self._last_fault = ''
-        self._reported = (0, 0)
+        self._reported = (0, 0, 0)
+        self._skipped = 0         # control periods with no tick (the process was starved)
+        self._last_tick = None
 
     def _on_tick(self) -> None:
         now = self._now()
+        self._skipped += skipped_periods(self._last_tick, now, 1.0 / self.config.rate_hz)
+        self._last_tick = now
         try:
             result = self.engine.tick(now)
         except Exception as exc:  # never let a tick kill the node
@@ -257,12 +261,13 @@ class VlaNode(LifecycleNode):
         inputs = self.engine.inputs
         rejected = sum(inputs.rejected.values())
         kind, reason = self._fault
-        # WARN for inputs rejected since the last report, or more than one missed deadline in
-        # it (one late tick in 22 is jitter, not something an operator should chase).
+        # WARN for inputs rejected since the last report, or more than one missed deadline or
+        # skipped tick in it (one late tick in 22 is jitter, not something to chase).
         new_rejections = rejected > self._reported[0]
-        new_misses = profile['deadline_misses'] - self._reported[1] > 1
+        new_misses = (profile['deadline_misses'] - self._reported[1] > 1
+                      or self._skipped - self._reported[2] > 1)
         new_trouble = new_rejections or new_misses
-        self._reported = (rejected, profile['deadline_misses'])
+        self._reported = (rejected, profile['deadline_misses'], self._skipped)
         if kind == 'stale':
             level, message = 'STALE', reason
         elif kind == 'error':
@@ -270,7 +275,7 @@ class VlaNode(LifecycleNode):
         elif new_trouble:
             level = 'WARN'
             message = (f'rejected input: {inputs.last_rejection}' if new_rejections else
-                       'deadlines missed in the last second')
+                       'deadlines missed or ticks skipped in the last second')
         else:
             level, message = 'OK', reason or f'publishing at {rate:.1f} Hz'
         e2e = np.array(self._e2e_ms)
@@ -282,7 +287,7 @@ class VlaNode(LifecycleNode):
                     'p99_ms': float(np.percentile(e2e, 99))} if e2e.size else None,
             'stale_ticks': inputs.stale_ticks, 'rejected_total': rejected,
             'last_rejection': inputs.last_rejection, 'last_fault': self._last_fault,
-            'published': self._published,
+            'published': self._published, 'skipped_ticks': self._skipped,
         }
 
     def _on_diagnostics(self) -> None:

@@ -82,7 +82,7 @@ def test_diagnostics_and_numeric_profile(harness):
     assert status.name == 'vla_policy: policy' and status.hardware_id == 'cpu'
     values = _values(status)
     for key in ('artifact_id', 'target_rate_hz', 'achieved_rate_hz', 'deadline_misses',
-                'stale_ticks', 'rejected_messages', 'tick_p50_ms', 'tick_p99_ms',
+                'skipped_ticks', 'stale_ticks', 'rejected_messages', 'tick_p50_ms', 'tick_p99_ms',
                 'inference_p50_ms', 'e2e_latency_p50_ms', 'e2e_latency_p99_ms',
                 'age_ms.image.base', 'age_ms.joint_states', 'group.g03_onnxruntime.p50_ms',
                 'group.g03_onnxruntime.backend'):
