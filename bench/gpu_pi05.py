@@ -257,6 +257,8 @@ def main():
         if key in ms:
             print(f'{key:16s} median {ms[key]:9.2f} ms  p99 {results[key][1]:9.2f} ms  '
                   f'x{ms[key] / lamp_ms:6.2f} of lamp')
+    stages = report['lamp_stage_p50_ms']
+    print('lamp stages (p50 ms): ' + ', '.join(f'{k} {v:.2f}' for k, v in stages.items()))
     for key in ('roofline_ms', 'pct_of_roofline', 'parity_max_rel_error', 'lamp_peak_memory_gb',
                 'build_total_s'):
         print(f'{key:28s} {report[key]:.4g}')
@@ -275,6 +277,13 @@ def synthetic_inputs(cfg) -> list:
             torch.randint(0, cfg.vocab_size, (1, n), generator=gen, **on),
             torch.arange(n, **on)[None] < n // 10,
             torch.randn(1, cfg.action_horizon, cfg.action_dim, generator=gen, **on)]
+
+
+def stage_times(profile: dict) -> dict:
+    """p50 ms of every group and node of the artifact's timed runs ('group:g03_cuda',
+    'node:preprocess_image.base', ...): where lamp_inference's time beyond lamp_ms goes."""
+    return {f'{kind[:-1]}:{name}': stats['p50_ms'] for kind in ('groups', 'nodes')
+            for name, stats in sorted(profile[kind].items()) if stats}
 
 
 def compile_only(cfg, cache: str, scope: str = 'whole') -> None:
@@ -312,6 +321,7 @@ def make_report(cfg, runtime, group, build, results, outs, lamp_out, lamp_peak, 
         'ratios_vs_lamp': {k: v / lamp_ms for k, v in ms.items() if k != 'lamp'},
         'pct_of_roofline': 100 * roof['total_ms'] / lamp_ms, 'roofline': roof,
         'lamp_peak_memory_gb': lamp_peak,
+        'lamp_stage_p50_ms': stage_times(runtime.profile()),
         'process_peak_memory_gb': torch.cuda.max_memory_allocated() / 1e9,
         **infos, 'not_measured': not_measured,
     }
