@@ -250,8 +250,7 @@ def main():
         not_measured['hf_eager_ms'] = f'{type(exc).__name__}: {exc}'
         print(f'hf_eager not measured: {not_measured["hf_eager_ms"]}', flush=True)
     todo.remove('hf_eager')
-    save(todo)
-    report = save()
+    report = save(todo)
     ms, lamp_ms = report['median_ms'], report['lamp_ms']
     for key in ('hf_eager', 'eager', 'eager_graph', 'torch_compile', 'lamp', 'lamp_inference'):
         if key in ms:
@@ -264,14 +263,14 @@ def main():
         print(f'{key:28s} {report[key]:.4g}')
 
 
-def synthetic_inputs(cfg) -> list:
+def synthetic_inputs(cfg, device: str = 'cuda') -> list:
     """The cuda group's inputs as the host stages hand them over (float32 pixels in [-1, 1] and
     noise, int64 token ids, bool masks) at the config's shapes. torch.compile specialises on
     shapes and dtypes only (the reference has no value-dependent Python branches), so a
     compile on these is the compile the bench's real inputs reuse."""
-    gen = torch.Generator(device='cuda').manual_seed(0)
+    gen = torch.Generator(device=device).manual_seed(0)
     cams, size, n = len(cfg.camera_slots), cfg.vision.image_size, cfg.max_token_len
-    on = dict(device='cuda')
+    on = dict(device=device)
     return [torch.rand(1, cams, size, size, 3, generator=gen, **on) * 2 - 1,
             torch.ones(1, cams, dtype=torch.bool, **on),
             torch.randint(0, cfg.vocab_size, (1, n), generator=gen, **on),

@@ -16,21 +16,26 @@ from lamp_ros.policies.pi05 import Pi05Model
 from lamp_ros.policies.weights import init_weights
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-# bench/ is not a package on the test path (test/bench/ takes the name): load it by file
-_spec = importlib.util.spec_from_file_location(
-    'bench_baselines', os.path.join(ROOT, 'bench', 'baselines.py'))
-baselines = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(baselines)
+
+
+def _bench_module(name: str):
+    """bench/<name>.py: bench/ is not a package on the test path (test/bench/ takes the name),
+    so it is loaded by file."""
+    spec = importlib.util.spec_from_file_location(f'bench_{name}',
+                                                  os.path.join(ROOT, 'bench', f'{name}.py'))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+baselines = _bench_module('baselines')
 
 
 def tiny_inputs(cfg):
-    gen = torch.Generator().manual_seed(0)
-    cams, size, n = len(cfg.camera_slots), cfg.vision.image_size, cfg.max_token_len
-    return [torch.rand(1, cams, size, size, 3, generator=gen) * 2 - 1,
-            torch.tensor([[True] * (cams - 1) + [False]]),
-            torch.randint(0, cfg.vocab_size, (1, n), generator=gen),
-            torch.arange(n)[None] < n // 2,
-            torch.randn(1, cfg.action_horizon, cfg.action_dim, generator=gen)]
+    """The bench's synthetic inputs on the CPU, with the last camera missing."""
+    x = _bench_module('gpu_pi05').synthetic_inputs(cfg, device='cpu')
+    x[1][0, -1] = False
+    return x
 
 
 @pytest.mark.skipif(not (shutil.which('g++') or shutil.which('c++')),
