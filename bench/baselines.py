@@ -25,6 +25,7 @@ from torch.nn import functional as F
 
 from lamp_ros.policies.gemma import make_attention_mask
 from lamp_ros.policies.pi05 import posemb_sincos, suffix_attention
+from lamp_ros.policies.siglip import to_model_range
 
 HF_DIFFERENCES = (
     'HF modules: SiglipVisionModel (no pooling head) + Linear projector, GemmaModel prefix, a '
@@ -167,9 +168,10 @@ def build_hf_parts(cfg, device='cuda', dtype=torch.bfloat16, adarms=True):
 
 
 def hf_vision(parts, images):
-    """images (b, cams, H, W, 3) in [-1, 1] -> projected tokens (b, cams * patches, llm width)."""
+    """uint8 images (b, cams, H, W, 3) -> projected tokens (b, cams * patches, llm width); the
+    range mapping is the reference's (to_model_range), on the GPU as in the artifact."""
     b = images.shape[0]
-    pixels = images.reshape(-1, *images.shape[-3:]).permute(0, 3, 1, 2)
+    pixels = to_model_range(images.reshape(-1, *images.shape[-3:])).permute(0, 3, 1, 2)
     pixels = pixels.to(parts['projector'].weight.dtype)
     tokens = parts['projector'](parts['vision'](pixel_values=pixels).last_hidden_state)
     return tokens.reshape(b, -1, tokens.shape[-1])

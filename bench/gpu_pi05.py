@@ -264,14 +264,15 @@ def main():
 
 
 def synthetic_inputs(cfg, device: str = 'cuda') -> list:
-    """The cuda group's inputs as the host stages hand them over (float32 pixels in [-1, 1] and
-    noise, int64 token ids, bool masks) at the config's shapes. torch.compile specialises on
+    """The cuda group's inputs as the host stages hand them over (uint8 pixels, float32 noise,
+    int64 token ids, bool masks) at the config's shapes. torch.compile specialises on
     shapes and dtypes only (the reference has no value-dependent Python branches), so a
     compile on these is the compile the bench's real inputs reuse."""
     gen = torch.Generator(device=device).manual_seed(0)
     cams, size, n = len(cfg.camera_slots), cfg.vision.image_size, cfg.max_token_len
     on = dict(device=device)
-    return [torch.rand(1, cams, size, size, 3, generator=gen, **on) * 2 - 1,
+    return [torch.randint(0, 256, (1, cams, size, size, 3), generator=gen, dtype=torch.uint8,
+                          **on),
             torch.ones(1, cams, dtype=torch.bool, **on),
             torch.randint(0, cfg.vocab_size, (1, n), generator=gen, **on),
             torch.arange(n, **on)[None] < n // 10,

@@ -23,11 +23,12 @@ ARTIFACT = os.path.join(ROOT, 'artifacts', 'pi05_tiny')
 
 
 def ensure_artifact(console: Console, spec: str = SPEC, out: str = ARTIFACT) -> str:
-    """Compile the tiny artifact if it is missing or does not load."""
-    from lamp_ros.artifact.load import open_artifact
+    """Compile the tiny artifact if it is missing or does not load (corrupt, or built by an
+    older lamp_ros whose graph this runtime refuses): the same Runtime.load the node runs."""
+    from lamp_ros.runtime import Runtime
     try:
-        open_artifact(out)
-        console.print(f'artifact: {os.path.relpath(out)} (present, verified)')
+        Runtime.load(out)
+        console.print(f'artifact: {os.path.relpath(out)} (present, verified, loads)')
         return out
     except ValueError as exc:
         console.print(f'artifact: building {os.path.relpath(out)} ({exc})')

@@ -32,9 +32,11 @@ def compare(actual, expected, atol: float, rtol: float) -> dict:
     a, e = np.asarray(actual), np.asarray(expected)
     if a.shape != e.shape:
         return {'passed': False, 'error': f'shape {a.shape} != reference {e.shape}'}
-    if a.dtype.kind in 'biu' or e.dtype.kind in 'biu':
+    if a.dtype.kind in 'biu' or e.dtype.kind in 'biu':  # ids, masks, uint8 pixels: exact
         mismatches = int(np.count_nonzero(a != e))
-        return {'passed': mismatches == 0, 'mismatches': mismatches}
+        diff = np.abs(a.astype(np.int64) - e.astype(np.int64))  # no uint8 wrap-around
+        return {'passed': mismatches == 0, 'mismatches': mismatches,
+                'max_abs': float(diff.max()) if diff.size else 0.0}
     a64, e64 = a.astype(np.float64), e.astype(np.float64)
     if not np.isfinite(a64).all():
         return {'passed': False, 'error': 'non-finite values'}

@@ -1,7 +1,9 @@
 """Camera image preprocessing: openpi's aspect-preserving resize with black padding.
 
 The model was trained on images letterboxed this way, so stretching instead of padding
-would shift what the vision encoder sees.
+would shift what the vision encoder sees. The host stops at uint8: the mapping to the model's
+[-1, 1] range is the vision encoder's first operation (policies/siglip.py `to_model_range`), so a
+compiled artifact does it on its device and the host converts and copies a quarter of the bytes.
 """
 
 import cv2
@@ -50,20 +52,13 @@ def resize_with_pad(
     return out
 
 
-def to_model_range(image: np.ndarray) -> np.ndarray:
-    """Map uint8 pixels to float32 in [-1, 1], as the vision encoder expects."""
-    if not isinstance(image, np.ndarray) or image.dtype != np.uint8:
-        raise ValueError(f'image must be a uint8 numpy array, got {getattr(image, "dtype", None)}')
-    return image.astype(np.float32) * (2.0 / 255.0) - 1.0
-
-
 def preprocess_image(image: np.ndarray, size: int, interpolation: str = 'linear') -> np.ndarray:
-    """(H, W, 3) uint8 of any size -> (size, size, 3) float32 in [-1, 1], aspect kept."""
-    return to_model_range(resize_with_pad(image, size, size, interpolation))
+    """(H, W, 3) uint8 of any size -> (size, size, 3) uint8, aspect kept."""
+    return resize_with_pad(image, size, size, interpolation)
 
 
 def stack_cameras(images: dict, slots, size: int):
-    """{slot: (S, S, 3)} for the cameras present -> (1, cams, S, S, 3) float32, mask (1, cams).
+    """{slot: (S, S, 3) uint8} for the cameras present -> (1, cams, S, S, 3) uint8, mask (1, cams).
 
     A missing camera gets a black image and mask False: the model excludes its tokens from
     attention (as openpi does), so its content cannot leak into the actions.
@@ -71,7 +66,13 @@ def stack_cameras(images: dict, slots, size: int):
     unknown = sorted(set(images) - set(slots))
     if unknown:
         raise ValueError(f'images: unknown camera slots {unknown}; known: {list(slots)}')
-    blank = np.zeros((size, size, 3), np.float32)
+    for slot, image in images.items():
+        if image is not None and (getattr(image, 'dtype', None) != np.uint8
+                                  or getattr(image, 'shape', None) != (size, size, 3)):
+            raise ValueError(f'images[{slot!r}]: must be ({size}, {size}, 3) uint8 as '
+                             f'preprocess_image makes it, got {getattr(image, "dtype", None)} '
+                             f'{getattr(image, "shape", None)}')
+    blank = np.zeros((size, size, 3), np.uint8)
     pixels = np.stack([images[s] if images.get(s) is not None else blank for s in slots])
     mask = np.array([[images.get(s) is not None for s in slots]])
     return pixels[None], mask

@@ -71,14 +71,26 @@ def _tokenize(attrs, resources):
     return lambda prompt, state_bins: tokenize_pi05(tokenizer, prompt, state_bins, max_len)
 
 
+def _check_pixel_format(op: str, attrs) -> None:
+    """The camera stages hand uint8 pixels to the model, whose vision encoder maps them to
+    [-1, 1]. A graph traced before that (no `pixels` attr) feeds its model float pixels in
+    [-1, 1]: uint8 would reach it unmapped, so such an artifact is refused when it loads."""
+    if attrs.get('pixels') != 'uint8':
+        raise ValueError(f'{op}: this graph hands float [-1, 1] pixels to its vision model (it '
+                         f'was compiled before the range mapping moved into the model); '
+                         f'rebuild the artifact with `lamp compile`')
+
+
 @host_op('preprocess_image')
 def _preprocess_image(attrs, resources):
+    _check_pixel_format('preprocess_image', attrs)
     size, interpolation = int(attrs['size']), attrs['interpolation']
     return lambda image: (preprocess_image(image, size, interpolation),)
 
 
 @host_op('stack_cameras', optional=('images',))
 def _stack_cameras(attrs, resources):
+    _check_pixel_format('stack_cameras', attrs)
     slots, size = tuple(attrs['slots']), int(attrs['size'])
     return lambda images: stack_cameras(images, slots, size)
 

@@ -143,7 +143,7 @@ class Pi05Model(nn.Module):
         self.expert = ActionExpert(cfg)
 
     def sample_actions(self, images, image_mask, token_ids, token_mask, noise):
-        """images (b, cams, H, W, 3) in [-1, 1] -> normalised actions (b, horizon, action_dim)."""
+        """uint8 images (b, cams, H, W, 3) -> normalised actions (b, horizon, action_dim)."""
         tokens = self.vision(images)
         k_cache, v_cache, prefix_mask = self.prefix(tokens, image_mask, token_ids, token_mask)
         return self.expert(k_cache, v_cache, prefix_mask, noise)

@@ -102,14 +102,15 @@ class Pi05Policy:
 
     @stage('preprocess_image', 'preprocess', outputs=('pixels',), key='camera',
            attrs=lambda self: {'size': self.config.vision.image_size,
-                               'interpolation': self.glue.interpolation})
+                               'interpolation': self.glue.interpolation, 'pixels': 'uint8'})
     def preprocess_image(self, image: np.ndarray, camera: str) -> np.ndarray:
-        """(H, W, 3) uint8 of any size -> (S, S, 3) float32 in [-1, 1], aspect kept."""
+        """(H, W, 3) uint8 of any size -> (S, S, 3) uint8, aspect kept (the vision stage maps
+        it to [-1, 1] on the model's device)."""
         return preprocess_image(image, self.config.vision.image_size, self.glue.interpolation)
 
     @stage('stack_cameras', 'host', outputs=('pixels', 'image_mask'),
            attrs=lambda self: {'slots': list(self.config.camera_slots),
-                               'size': self.config.vision.image_size})
+                               'size': self.config.vision.image_size, 'pixels': 'uint8'})
     def stack_cameras(self, images: dict):
         """{slot: (S, S, 3)} for the cameras present -> (1, cams, S, S, 3), mask (1, cams)."""
         return stack_cameras(images, self.config.camera_slots, self.config.vision.image_size)

@@ -40,8 +40,20 @@ class VisionBlock(nn.Module):
         return x + self.fc2(F.gelu(self.fc1(h), approximate='tanh'))
 
 
+def to_model_range(images: torch.Tensor) -> torch.Tensor:
+    """uint8 camera pixels -> float32 in [-1, 1], the range the encoder was trained on.
+
+    It is the encoder's first operation rather than a host stage, so a compiled artifact maps
+    the pixels on its own device: the host hands over one byte per channel (a quarter of
+    float32's copy) and converts nothing. uint8 only: float pixels would be ambiguous between
+    [0, 255], [0, 1] and [-1, 1], and a silently wrong range still gives plausible actions."""
+    if images.dtype != torch.uint8:
+        raise ValueError(f'vision: camera pixels must be uint8 (0..255), got {images.dtype}')
+    return images.to(torch.float32) * (2.0 / 255.0) - 1.0
+
+
 class VisionEncoder(nn.Module):
-    """Images (..., H, W, 3) in [-1, 1] -> tokens (..., num_patches, out_width)."""
+    """uint8 images (..., H, W, 3) -> tokens (..., num_patches, out_width)."""
 
     def __init__(self, cfg: VisionConfig, out_width: int):
         super().__init__()
@@ -54,7 +66,8 @@ class VisionEncoder(nn.Module):
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         lead = images.shape[:-3]
-        images = images.reshape(-1, *images.shape[-3:]).to(self.patch_embed.weight.dtype)
+        images = to_model_range(images.reshape(-1, *images.shape[-3:]))
+        images = images.to(self.patch_embed.weight.dtype)
         x = self.patch_embed(images.permute(0, 3, 1, 2))  # NHWC -> NCHW for the conv
         x = x.flatten(2).transpose(1, 2) + self.pos_embed  # (N, patches, width)
         for block in self.blocks:

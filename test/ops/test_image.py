@@ -1,9 +1,13 @@
-"""Letterbox resize and the [-1, 1] pixel range."""
+"""Letterbox resize (host, uint8), camera stacking, and the [-1, 1] range the vision encoder maps
+uint8 pixels to on its device."""
 
 import numpy as np
 import pytest
 
-from lamp_ros.ops.image import INTERPOLATIONS, resize_with_pad, to_model_range
+import torch
+
+from lamp_ros.ops.image import INTERPOLATIONS, preprocess_image, resize_with_pad, stack_cameras
+from lamp_ros.policies.siglip import to_model_range
 
 
 def _constant(h, w, value=200):
@@ -74,14 +78,30 @@ def test_bad_image_named(image):
 
 
 def test_to_model_range_exact():
-    out = to_model_range(np.array([[[0, 255, 128]]], dtype=np.uint8))
-    assert out.dtype == np.float32
-    assert out[0, 0, 0] == np.float32(-1.0)
-    assert out[0, 0, 1] == np.float32(1.0)
+    out = to_model_range(torch.tensor([[[0, 255, 128]]], dtype=torch.uint8))
+    assert out.dtype == torch.float32
+    assert out[0, 0, 0] == -1.0
+    assert out[0, 0, 1] == 1.0
     assert out[0, 0, 2] == np.float32(128) * np.float32(2.0 / 255.0) - np.float32(1.0)
     assert abs(float(out[0, 0, 2]) - 1.0 / 255.0) < 1e-6
 
 
 def test_to_model_range_rejects_float():
-    with pytest.raises(ValueError, match='image'):
-        to_model_range(np.zeros((2, 2, 3), dtype=np.float32))
+    with pytest.raises(ValueError, match='uint8'):
+        to_model_range(torch.zeros((2, 2, 3), dtype=torch.float32))
+
+
+def test_host_preprocessing_stays_uint8():
+    out = preprocess_image(_constant(480, 640), 224)
+    assert out.dtype == np.uint8 and out.shape == (224, 224, 3)
+    pixels, mask = stack_cameras({'a': out}, ['a', 'b'], 224)
+    assert pixels.dtype == np.uint8 and pixels.shape == (1, 2, 224, 224, 3)
+    assert mask.tolist() == [[True, False]]
+    assert not pixels[0, 1].any()  # the missing camera is black (and masked)
+
+
+@pytest.mark.parametrize('image', [np.zeros((224, 224, 3), np.float32),
+                                   np.zeros((100, 100, 3), np.uint8)])
+def test_stack_cameras_names_a_bad_image(image):
+    with pytest.raises(ValueError, match=r"images\['a'\].*uint8"):
+        stack_cameras({'a': image}, ['a'], 224)

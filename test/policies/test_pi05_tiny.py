@@ -52,7 +52,7 @@ def test_missing_camera_is_masked_not_zero_filled_silently(policy, obs):
     assert mask.tolist() == [[True, True, False]]
     # Whatever sits in the masked slot cannot reach the actions.
     other = pixels.copy()
-    other[0, 2] = 0.7
+    other[0, 2] = 180
     ids, tmask = policy.tokenize(obs['prompt'], np.arange(7))
     noise = np.random.default_rng(0).standard_normal((1, 50, 32)).astype(np.float32)
 

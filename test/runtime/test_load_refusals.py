@@ -9,6 +9,7 @@ import sys
 import pytest
 
 from lamp_ros.artifact.manifest import ArtifactError, write_manifest
+from lamp_ros.graph.graph import Graph
 from lamp_ros.runtime import Runtime
 
 
@@ -117,3 +118,22 @@ def test_loading_and_stepping_never_imports_torch(tiny_artifact):
     result = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert 'IMPORTED []' in result.stdout, result.stdout
+
+
+def test_artifact_from_before_uint8_pixels(copy):
+    # An artifact traced when the host mapped pixels to [-1, 1] has no `pixels` attr on its
+    # camera stages; its model would get uint8 pixels unmapped, so it is refused at load.
+    path = os.path.join(copy, 'graph.json')
+    graph = json.load(open(path))
+    old = [n for n in graph['nodes'] if n['op'] in ('preprocess_image', 'stack_cameras')]
+    assert len(old) == 4
+    for node in old:
+        del node['attrs']['pixels']
+        del node['hash']  # rehashed below, as the tracer of that time would have written it
+    with open(path, 'w') as f:
+        f.write(Graph.from_dict(graph).to_json())
+    _rewrite_manifest(copy)
+    with pytest.raises((ArtifactError, ValueError),
+                       match=r'preprocess_image: this graph hands float \[-1, 1\] pixels.*'
+                             r'rebuild'):
+        Runtime.load(copy)
