@@ -44,8 +44,8 @@ def to_model_range(images: torch.Tensor) -> torch.Tensor:
     """uint8 camera pixels -> float32 in [-1, 1], the range the encoder was trained on.
 
     It is the encoder's first operation rather than a host stage, so a compiled artifact maps
-    the pixels on its own device: the host hands over one byte per channel (a quarter of
-    float32's copy) and converts nothing. uint8 only: float pixels would be ambiguous between
+    the pixels on its own device: the host hands over one byte per channel (half of a bf16
+    copy, a quarter of float32's) and converts nothing. uint8 only: float pixels would be ambiguous between
     [0, 255], [0, 1] and [-1, 1], and a silently wrong range still gives plausible actions."""
     if images.dtype != torch.uint8:
         raise ValueError(f'vision: camera pixels must be uint8 (0..255), got {images.dtype}')

@@ -1,0 +1,80 @@
+"""Host cost of handing 3 camera images to a bf16 GPU group: float pixels vs uint8 pixels.
+
+    python3 bench/host_pixels.py [--runs 200] [--out bench/results/host_pixels_cpu.json]
+
+Before: each camera resized (uint8), mapped to float32 [-1, 1] on the host, stacked, then cast
+to bf16 on the host by the CUDA runner before its copy (what lamp_ros did until the range
+mapping moved into the vision encoder). After: resized, stacked as uint8, handed over as is
+(the encoder maps the range on the GPU). Both stop where the runner's host-to-device copy
+starts, so this runs on the CPU; the two are interleaved so that machine noise hits both alike,
+and the ratio is the figure that counts. Camera sizes are the example observation's (a 640x480
+base camera and two 224x224 wrist cameras).
+"""
+
+import argparse
+import json
+import os
+import statistics
+import time
+
+import numpy as np
+import torch
+
+from lamp_ros.ops.image import preprocess_image, resize_with_pad, stack_cameras
+from lamp_ros.policies.example import DEFAULT_SIZES as SIZES
+
+SLOTS = tuple(SIZES)
+SIZE = 224  # pi05_full's image size
+
+
+def float_handover(images: dict) -> torch.Tensor:
+    """The former path: host float conversion and stack, bf16 cast on the host."""
+    pixels = np.stack([resize_with_pad(images[s], SIZE, SIZE).astype(np.float32)
+                       * (2.0 / 255.0) - 1.0 for s in SLOTS])[None]
+    return torch.as_tensor(np.ascontiguousarray(pixels)).to(torch.bfloat16)
+
+
+def uint8_handover(images: dict) -> torch.Tensor:
+    """Today's path: uint8 from resize to the copy; no conversion on the host."""
+    pixels, _ = stack_cameras({s: preprocess_image(images[s], SIZE) for s in SLOTS}, SLOTS,
+                              SIZE)
+    return torch.as_tensor(np.ascontiguousarray(pixels))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument('--runs', type=int, default=200)
+    parser.add_argument('--out', default='bench/results/host_pixels_cpu.json')
+    args = parser.parse_args()
+    rng = np.random.default_rng(0)
+    images = {s: rng.integers(0, 256, (*SIZES[s], 3), dtype=np.uint8) for s in SLOTS}
+    paths = {'float_bf16': float_handover, 'uint8': uint8_handover}
+    times = {name: [] for name in paths}
+    for i in range(args.runs + 10):  # 10 warm-up rounds
+        for name, fn in paths.items():
+            start = time.perf_counter()
+            out = fn(images)
+            elapsed = (time.perf_counter() - start) * 1e3
+            if i >= 10:
+                times[name].append(elapsed)
+    median = {name: statistics.median(t) for name, t in times.items()}
+    report = {
+        'what': 'host ms per inference to hand 3 cameras to a bf16 GPU group, up to the copy',
+        'runs': args.runs, 'torch_threads': torch.get_num_threads(),
+        'median_ms': median,
+        'p90_ms': {n: float(np.percentile(t, 90)) for n, t in times.items()},
+        'bytes_copied': {'float_bf16': float_handover(images).nbytes,
+                         'uint8': out.nbytes},
+        'ratio_float_over_uint8': median['float_bf16'] / median['uint8'],
+    }
+    for name in paths:
+        print(f'{name:12s} median {median[name]:7.3f} ms  p90 {report["p90_ms"][name]:7.3f} ms  '
+              f'{report["bytes_copied"][name] / 1e6:.2f} MB to copy')
+    print(f'ratio (float / uint8): {report["ratio_float_over_uint8"]:.2f}x')
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    with open(args.out, 'w', encoding='utf-8') as f:
+        json.dump(report, f, indent=1)
+
+
+if __name__ == '__main__':
+    main()
