@@ -1,0 +1,47 @@
+"""bench/host_pixels.py: the two pixel hand-overs it times carry the same picture, and the
+script runs and writes its report (loaded by file path: `bench` is not a package in tests)."""
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import torch
+
+from lamp_ros.policies.siglip import to_model_range
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SCRIPT = os.path.join(ROOT, 'bench', 'host_pixels.py')
+
+
+def _module():
+    spec = importlib.util.spec_from_file_location('host_pixels', SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_both_hand_overs_reach_the_model_as_the_same_pixels():
+    bench = _module()
+    rng = np.random.default_rng(3)
+    images = {s: rng.integers(0, 256, (*bench.SIZES[s], 3), dtype=np.uint8) for s in bench.SLOTS}
+    before = bench.float_handover(images)
+    now = bench.uint8_handover(images)
+    assert now.dtype == torch.uint8 and before.dtype == torch.bfloat16
+    assert now.shape == before.shape == (1, 3, 224, 224, 3)
+    # the encoder's mapping of today's uint8, rounded as the bf16 group rounds it
+    torch.testing.assert_close(to_model_range(now).to(torch.bfloat16), before, rtol=0, atol=0)
+
+
+def test_script_reports_both_paths(tmp_path):
+    out = tmp_path / 'host_pixels.json'
+    env = {**os.environ, 'PYTHONPATH': ROOT}
+    subprocess.run([sys.executable, SCRIPT, '--runs', '5', '--out', str(out)], check=True,
+                   env=env, cwd=ROOT, capture_output=True, timeout=120)
+    report = json.loads(out.read_text())
+    assert set(report['median_ms']) == {'float_bf16', 'uint8'}
+    assert report['bytes_copied'] == {'float_bf16': 3 * 224 * 224 * 3 * 2,
+                                      'uint8': 3 * 224 * 224 * 3}
+    assert report['ratio_float_over_uint8'] > 0
