@@ -45,8 +45,9 @@ def to_model_range(images: torch.Tensor) -> torch.Tensor:
 
     It is the encoder's first operation rather than a host stage, so a compiled artifact maps
     the pixels on its own device: the host hands over one byte per channel (half of a bf16
-    copy, a quarter of float32's) and converts nothing. uint8 only: float pixels would be ambiguous between
-    [0, 255], [0, 1] and [-1, 1], and a silently wrong range still gives plausible actions."""
+    copy, a quarter of float32's) and converts nothing. uint8 only: float pixels would be
+    ambiguous between [0, 255], [0, 1] and [-1, 1], and a silently wrong range still gives
+    plausible actions."""
     if images.dtype != torch.uint8:
         raise ValueError(f'vision: camera pixels must be uint8 (0..255), got {images.dtype}')
     return images.to(torch.float32) * (2.0 / 255.0) - 1.0
