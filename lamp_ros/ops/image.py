@@ -68,11 +68,12 @@ def stack_cameras(images: dict, slots, size: int):
     if unknown:
         raise ValueError(f'images: unknown camera slots {unknown}; known: {list(slots)}')
     for slot, image in images.items():
-        if image is not None and (getattr(image, 'dtype', None) != np.uint8
-                                  or getattr(image, 'shape', None) != (size, size, 3)):
+        if image is None:
+            continue
+        dtype, shape = getattr(image, 'dtype', None), getattr(image, 'shape', None)
+        if dtype != np.uint8 or shape != (size, size, 3):
             raise ValueError(f'images[{slot!r}]: must be ({size}, {size}, 3) uint8 as '
-                             f'preprocess_image makes it, got {getattr(image, "dtype", None)} '
-                             f'{getattr(image, "shape", None)}')
+                             f'preprocess_image makes it, got {dtype} {shape}')
     blank = np.zeros((size, size, 3), np.uint8)
     pixels = np.stack([images[s] if images.get(s) is not None else blank for s in slots])
     mask = np.array([[images.get(s) is not None for s in slots]])
