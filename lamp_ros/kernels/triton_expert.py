@@ -43,7 +43,7 @@ def _expert_gemm_kernel(x_ptr, w_ptr, w2_ptr, y_ptr, mod_ptr, bias_ptr, bias2_pt
                         gate_ptr, part_ptr, part2_ptr, sumsq_ptr, count_ptr, M, N, K,
                         k_per_split, stride_x, stride_w, stride_w2, stride_y, stride_res, eps,
                         NORM: tl.constexpr, GEGLU: tl.constexpr, RESIDUAL: tl.constexpr,
-                        GATED: tl.constexpr, SPLIT: tl.constexpr, SWAP: tl.constexpr,
+                        GATED: tl.constexpr, SPLITS: tl.constexpr, SWAP: tl.constexpr,
                         PRECISION: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
                         BK: tl.constexpr):
     pid_n = tl.program_id(0)
@@ -89,12 +89,13 @@ def _expert_gemm_kernel(x_ptr, w_ptr, w2_ptr, y_ptr, mod_ptr, bias_ptr, bias2_pt
         acc = tl.trans(acc)
         acc2 = tl.trans(acc2)
     last = True
-    if SPLIT:
+    if SPLITS > 1:
         # Split-K: every split leaves its partial sums; the last split of a tile to finish (an
         # atomic counter, reset by it for the next call) adds them up in split order, so the
-        # result does not depend on which split came last, and runs the epilogue.
+        # result does not depend on which split came last, and runs the epilogue. The sum is
+        # unrolled over the compile-time split count, so its loads are all in flight at once
+        # (a loop over a runtime count waited for each in turn: one L2 round trip per split).
         tile = pid_m * tl.num_programs(0) + pid_n
-        splits = tl.num_programs(2)
         tiles = tl.num_programs(0) * tl.num_programs(1)
         here = (split * tiles + tile) * BM * BN + tl.arange(0, BM)[:, None] * BN \
             + tl.arange(0, BN)[None, :]
@@ -105,12 +106,12 @@ def _expert_gemm_kernel(x_ptr, w_ptr, w2_ptr, y_ptr, mod_ptr, bias_ptr, bias2_pt
             tl.store(sumsq_ptr + (split * tiles + tile) * BM + tl.arange(0, BM), sumsq)
         tl.debug_barrier()
         done = tl.atomic_add(count_ptr + tile, 1, sem='acq_rel')
-        last = done == splits - 1
+        last = done == SPLITS - 1
         if last:
             acc = tl.zeros((BM, BN), dtype=tl.float32)
             acc2 = tl.zeros((BM, BN), dtype=tl.float32)
             sumsq = tl.zeros((BM,), dtype=tl.float32)
-            for s in range(0, splits):
+            for s in tl.static_range(SPLITS):
                 there = here + (s - split) * tiles * BM * BN
                 acc += tl.load(part_ptr + there, cache_modifier='.cg')
                 if GEGLU:
@@ -182,7 +183,7 @@ def expert_gemm(x, weight, tiles, *, counters=None, weight2=None, mod=None, bias
         counters if splits > 1 else out, m, n, k, k // splits, a.stride(0), w.stride(0),
         w2.stride(0), out.stride(0), res.stride(0), eps, NORM=mod is not None,
         GEGLU=weight2 is not None, RESIDUAL=residual is not None, GATED=gate is not None,
-        SPLIT=splits > 1, SWAP=bool(swap), PRECISION=_precision(x.dtype), BM=block_m,
+        SPLITS=splits, SWAP=bool(swap), PRECISION=_precision(x.dtype), BM=block_m,
         BN=block_n, BK=block_k,
         num_warps=warps, num_stages=stages)
     return out.view(*x.shape[:-1], n)
