@@ -90,7 +90,8 @@ def flash_prefix_attention(stage: PrefixStage, tuning_out: dict) -> int:
 
 
 def fuse_expert_layers(stage: ExpertStage, tuning_out: dict) -> int:
-    """ExpertKernels, with each part's measured choice, for every expert layer they can run."""
+    """ExpertKernels, with each part's measured choice, for every expert layer they can run.
+    Layers of one weight shape share a choice, timed over all of them (see _tuning_problems)."""
     layers = [layer for layer in stage.layers
               if layer.expert_kernels is None and ExpertKernels.applies(layer)]
     if not layers or not stage.rotary.kernel:
@@ -98,27 +99,32 @@ def fuse_expert_layers(stage: ExpertStage, tuning_out: dict) -> int:
     device = layers[0].attn.o_proj.weight.device
     on_gpu = device.type == 'cuda'
     cache = _tile_cache(device)
-    chosen = {}  # the layer's weight shapes -> {part: tiles}: same shapes, same choices
+    groups = {}  # the layer's weight shapes -> its layers: same shapes, same choices
     for layer in layers:
         layer.expert_kernels = ExpertKernels(layer)
-        shapes = tuple(tuple(p.shape) for p in layer.parameters())
-        if shapes not in chosen:
-            chosen[shapes] = {}
-            for part, (shape, candidates, launch) in _tuning_problems(stage, layer).items():
-                key = f'{part} {shape}'
-                choice = tuning.pick(candidates, launch, on_gpu, cache.get(key))
-                chosen[shapes][part] = choice.tiles
-                tuning_out[key] = {'tiles': choice.tiles, 'source': choice.source,
-                                   'timings': choice.timings}
-        layer.expert_kernels.tiles.update(chosen[shapes])
+        groups.setdefault(tuple(tuple(p.shape) for p in layer.parameters()), []).append(layer)
+    for group in groups.values():
+        chosen = {}
+        for part, (shape, candidates, launch) in _tuning_problems(stage, group).items():
+            key = f'{part} {shape}'
+            choice = tuning.pick(candidates, launch, on_gpu, cache.get(key), calls=len(group))
+            chosen[part] = choice.tiles
+            tuning_out[key] = {'tiles': choice.tiles, 'source': choice.source,
+                               'timings': choice.timings}
+        for layer in group:
+            layer.expert_kernels.tiles.update(chosen)
     return len(layers)
 
 
-def _tuning_problems(stage: ExpertStage, layer: DecoderLayer) -> dict:
+def _tuning_problems(stage: ExpertStage, layers: list) -> dict:
     """part -> (shape label, candidates: the fused kernel's tilings then the library form,
-    launch(tiles)) on random data of the real shapes (batch 1, the action horizon, the
-    config's prefix length). Off the GPU the first fused tiling is taken untimed."""
-    cfg, kernels = stage.cfg, layer.expert_kernels
+    launch(tiles)) on random activations of the real shapes (batch 1, the action horizon, the
+    config's prefix length). One launch runs the part once per layer of `layers`, each with its
+    own weights (and its own prefix K/V), as one Euler step does: the weights come from HBM,
+    not from an L2 cache warmed by the same 4-17 MB on the previous replay, which would time
+    a different problem (kernels bound by L2 latency instead of HBM streaming). Off the GPU
+    the first fused tiling is taken untimed."""
+    cfg, layer = stage.cfg, layers[0]
     w_qkv = layer.attn.in_proj.linears()[0].weight
     w_gate_up, w_o, w_down = (layer.mlp.in_proj.linears()[0].weight, layer.attn.o_proj.weight,
                               layer.mlp.down_proj.weight)
@@ -129,15 +135,18 @@ def _tuning_problems(stage: ExpertStage, layer: DecoderLayer) -> dict:
     qkv = torch.randn(1, rows, w_qkv.shape[0], **like)
     a = torch.randn(1, rows, w_o.shape[1], **like)
     h = torch.randn(1, rows, w_down.shape[1], **like)
-    k_prefix, v_prefix = torch.randn(2, 1, prefix, 1, d, **like)
+    prefix_kv = [torch.randn(2, 1, prefix, 1, d, **like) for _ in layers]
     angle = torch.randn(1, rows, d // 2, device=w_qkv.device)
     rotation = (angle.cos(), angle.sin())
     mask = torch.ones(1, rows, prefix + rows, dtype=torch.bool, device=w_qkv.device)
 
     def timed(part, run):
         def launch(tiles):
-            kernels.tiles[part] = tiles
-            return run()
+            out = None
+            for i, each in enumerate(layers):
+                each.expert_kernels.tiles[part] = tiles
+                out = run(i, each, each.expert_kernels)
+            return out
         return launch
 
     def gemm(part, n, k, run):
@@ -145,13 +154,13 @@ def _tuning_problems(stage: ExpertStage, layer: DecoderLayer) -> dict:
                 timed(part, run))
 
     return {
-        'qkv': gemm('qkv', *w_qkv.shape, lambda: kernels.qkv(layer, x, 0)),
+        'qkv': gemm('qkv', *w_qkv.shape, lambda i, L, kern: kern.qkv(L, x, 0)),
         'attention': (f'{rows}x{heads}x{d} over {prefix}+{rows}',
                       tuning.attention_candidates(d) + [LIBRARY],
-                      timed('attention', lambda: kernels.attention(layer, qkv, k_prefix,
-                                                                   v_prefix, mask, rotation))),
-        'o': gemm('o', *w_o.shape, lambda: kernels.o(layer, a, x, 0)),
+                      timed('attention', lambda i, L, kern: kern.attention(
+                          L, qkv, *prefix_kv[i], mask, rotation))),
+        'o': gemm('o', *w_o.shape, lambda i, L, kern: kern.o(L, a, x, 0)),
         'gate_up': gemm('gate_up', w_gate_up.shape[0] // 2, w_gate_up.shape[1],
-                        lambda: kernels.gate_up(layer, x, 0)),
-        'down': gemm('down', *w_down.shape, lambda: kernels.down(layer, h, x, 0)),
+                        lambda i, L, kern: kern.gate_up(L, x, 0)),
+        'down': gemm('down', *w_down.shape, lambda i, L, kern: kern.down(L, h, x, 0)),
     }

@@ -8,10 +8,12 @@ records every candidate's time. A candidate may also be another way to compute t
 (the expert's parts list their library form as []): the measurement decides. Off the GPU (the
 CPU tests) the first candidate is taken without timing: the CPU references ignore tiles.
 
-Measuring every candidate costs about a minute and a half of a build on the H200, so the choices
-a build measured are kept per GPU model in kernels/tiles/<gpu>.json (with every candidate's
-time) and reused when the GPU, part and shape match and every current candidate was among those
-timed (a candidate added later gets measured); LAMP_MEASURE_TILES=1 measures anyway.
+A candidate is timed as the Euler step runs it: one launch calls the kernel once per layer, each
+on its own weights, so they stream from HBM (TIMING). Measuring every candidate costs about a
+minute of a build on the H200, so the choices a build measured are kept per GPU model in
+kernels/tiles/<gpu>.json (with every candidate's time) and reused when the GPU, part and shape
+match and every current candidate was among those timed, the same way (a candidate added later
+gets measured); LAMP_MEASURE_TILES=1 measures anyway.
 """
 
 import json
@@ -22,7 +24,7 @@ from dataclasses import dataclass, field
 # (block_n, block_k, warps, stages), each tried whole and split along K (block_m covers the rows)
 # (trimmed to the H200's front-runners: (64, 64) and (128, 64) blocks and 8-16 splits never won)
 GEMM_TILES = ((16, 128, 4, 4), (32, 128, 4, 4), (64, 128, 4, 3))
-SPLITS = (1, 2, 4)
+SPLITS = (1, 2, 4)  # 8, re-timed once the split sum was unrolled, lost again
 # the same, swapped (the weight block as the MMA's M side, 64+ rows): few column blocks, so
 # split along K into 2-16 slices to fill the GPU
 SWAPPED_TILES = ((64, 128, 4, 4), (128, 128, 4, 3))
@@ -30,12 +32,17 @@ SWAPPED_SPLITS = (1, 2, 4, 8, 16)
 SMS = 132  # H200; split-K candidates aim at one to four waves of programs
 # (block_m, block_n, keys_per_split, warps, stages): a split holds 1-4 key blocks, so software
 # pipelining buys little and 64-row blocks at 3 stages exceed the 227 KB of shared memory
+# (one key block per split, 16-64 rows, lost on the H200: 15-19 us against 13.0; tile cache)
 ATTENTION_CANDIDATES = ((16, 64, 128, 4, 1), (16, 64, 256, 4, 1), (16, 128, 256, 4, 1),
                         (32, 64, 128, 4, 1))
 # (block_m, block_n, warps, stages) of the prefix's flash attention: every program sweeps all
 # keys (968 in pi05_full; 7,744 query rows give 61-242 row blocks, about one wave)
 FLASH_CANDIDATES = ((64, 64, 4, 2), (64, 32, 4, 3), (128, 64, 8, 2), (128, 32, 8, 3),
                     (32, 64, 4, 2))
+# how the timings were taken: a cache measured otherwise is not reused (its winners won another
+# problem). Before this, every candidate was timed on one layer's weights, replayed: 4-17 MB
+# that stayed in the 50 MB L2 between replays, so the GEMMs were timed L2-bound.
+TIMING = 'per layer, each call of a launch on another layer\'s weights (HBM, as in the step)'
 TILE_CACHE = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'tiles')
 
 
@@ -81,10 +88,12 @@ def flash_candidates() -> list:
     return [list(c) for c in FLASH_CANDIDATES]
 
 
-def pick(candidates: list, launch, on_gpu: bool, cached: dict | None = None) -> Choice:
-    """The fastest of `candidates` for `launch(tiles)` (median of CUDA-graph replays) on the
-    GPU, or `cached` ({'tiles', 'measured'}: a choice made before on this GPU model) when that
-    measurement timed every one of today's candidates; the first candidate off the GPU."""
+def pick(candidates: list, launch, on_gpu: bool, cached: dict | None = None,
+         calls: int = 1) -> Choice:
+    """The fastest of `candidates` for `launch(tiles)` (median of CUDA-graph replays, divided
+    by the `calls` of the kernel one launch makes) on the GPU, or `cached` ({'tiles',
+    'measured'}: a choice made before on this GPU model) when that measurement timed every one
+    of today's candidates; the first candidate off the GPU."""
     if not candidates:
         raise ValueError('tuning: no tile candidate fits this shape')
     if cached is not None and list(cached['tiles']) in [list(c) for c in candidates] \
@@ -95,7 +104,7 @@ def pick(candidates: list, launch, on_gpu: bool, cached: dict | None = None) -> 
     timings = {}
     for tiles in candidates:
         try:
-            timings[str(tiles)] = gpu_time_ms(lambda: launch(tiles))
+            timings[str(tiles)] = gpu_time_ms(lambda: launch(tiles)) / calls
         except Exception as exc:  # a tile the compiler rejects (shared memory) is no candidate
             timings[str(tiles)] = f'rejected: {type(exc).__name__}: {str(exc)[-300:]}'
     measured = {k: v for k, v in timings.items() if isinstance(v, float)}
@@ -121,6 +130,8 @@ def cached_tiles(gpu_name: str) -> dict:
         return {}
     with open(path, encoding='utf-8') as f:
         cache = json.load(f)
+    if cache.get('timing') != TIMING:
+        return {}
     return {key: {'tiles': tiles, 'measured': sorted(cache['timings_ms'].get(key, {}))}
             for key, tiles in cache['tiles'].items()}
 
@@ -131,10 +142,12 @@ def record(gpu_name: str, tiles: dict, path: str | None = None) -> list:
     took from the cache (no timings) leave the cache as it was."""
     path = path or cache_path(gpu_name)
     cache = {'gpu': gpu_name, 'measured': f'lamp compile on the {gpu_name}, median GPU time of '
-             'CUDA-graph replays, ms', 'tiles': {}, 'timings_ms': {}}
+             'CUDA-graph replays, ms', 'timing': TIMING, 'tiles': {}, 'timings_ms': {}}
     if os.path.isfile(path):
         with open(path, encoding='utf-8') as f:
-            cache = json.load(f)
+            before = json.load(f)
+        if before.get('timing') == TIMING:  # a cache timed otherwise is replaced, not merged
+            cache = before
     written = []
     for key, choice in sorted(tiles.items()):
         if choice.get('source') != 'measured':

@@ -88,3 +88,35 @@ def test_record_keeps_what_a_build_measured(tmp_path):
     for other in set(before['tiles']) - {key}:  # what the build took from the cache stays
         assert after['tiles'][other] == before['tiles'][other]
         assert after['timings_ms'][other] == before['timings_ms'][other]
+
+
+def test_a_cache_timed_another_way_is_neither_reused_nor_merged(tmp_path, monkeypatch):
+    """Choices timed on L2-resident weights (the cache before TIMING existed) won another
+    problem than the step's: a build re-measures, and its record starts a fresh cache."""
+    with open(tuning.cache_path('NVIDIA H200'), encoding='utf-8') as f:
+        current = json.load(f)
+    assert current['timing'] == tuning.TIMING
+    old = {k: v for k, v in current.items() if k != 'timing'}
+    monkeypatch.setattr(tuning, 'TILE_CACHE', str(tmp_path))
+    path = tuning.cache_path('NVIDIA H200')
+    with open(path, 'w', encoding='utf-8') as f:
+        json.dump(old, f)
+    assert tuning.cached_tiles('NVIDIA H200') == {}
+    key = 'o 50x1024x2048'
+    built = {key: {'tiles': [64, 32, 128, 4, 4, 4, 0], 'source': 'measured',
+                   'timings': {'[64, 32, 128, 4, 4, 4, 0]': 0.0062, '[]': 0.0098}}}
+    assert tuning.record('NVIDIA H200', built) == [key]
+    with open(path, encoding='utf-8') as f:
+        fresh = json.load(f)
+    assert fresh['timing'] == tuning.TIMING and list(fresh['tiles']) == [key]
+    assert set(tuning.cached_tiles('NVIDIA H200')) == {key}
+
+
+def test_pick_reports_the_time_of_one_call(monkeypatch):
+    """A launch that runs the kernel once per layer is timed whole, then divided: the
+    timings are per call, comparable with the per-kernel profile. (Off the GPU nothing is
+    timed, so this checks the bookkeeping with a stand-in clock, not a GPU.)"""
+    clock = iter([6.0, 3.0])
+    monkeypatch.setattr(tuning, 'gpu_time_ms', lambda fn: next(clock))
+    choice = tuning.pick([[1], [2]], lambda tiles: None, on_gpu=True, calls=3)
+    assert choice.tiles == [2] and choice.timings == {'[1]': 2.0, '[2]': 1.0}
