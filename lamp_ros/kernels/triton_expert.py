@@ -20,6 +20,8 @@ import torch
 import triton
 import triton.language as tl
 
+from lamp_ros.kernels.triton_kernels import grid_dependency as _grid_dependency
+from lamp_ros.kernels.triton_kernels import pdl_launch as _pdl_launch
 from lamp_ros.kernels.triton_kernels import rows as _rows
 
 FILL = tl.constexpr(-3.4028234663852886e38)  # the eager code's finite fill for masked logits
@@ -45,7 +47,8 @@ def _expert_gemm_kernel(x_ptr, w_ptr, w2_ptr, y_ptr, mod_ptr, bias_ptr, bias2_pt
                         NORM: tl.constexpr, GEGLU: tl.constexpr, RESIDUAL: tl.constexpr,
                         GATED: tl.constexpr, SPLITS: tl.constexpr, SWAP: tl.constexpr,
                         PRECISION: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
-                        BK: tl.constexpr):
+                        BK: tl.constexpr, PDL: tl.constexpr = 0):
+    _grid_dependency(PDL, 1)
     pid_n = tl.program_id(0)
     pid_m = tl.program_id(1)
     split = tl.program_id(2)
@@ -85,6 +88,7 @@ def _expert_gemm_kernel(x_ptr, w_ptr, w2_ptr, y_ptr, mod_ptr, bias_ptr, bias2_pt
             w2_ptrs += BK
         x_ptrs += BK
         w_ptrs += BK
+    _grid_dependency(PDL, 2)
     if SWAP:  # back to (rows, columns) for the epilogue
         acc = tl.trans(acc)
         acc2 = tl.trans(acc2)
@@ -152,8 +156,10 @@ def expert_gemm(x, weight, tiles, *, counters=None, weight2=None, mod=None, bias
     (W_block @ x_block^T, the weight as the MMA's M side): at 50 rows a 64-128-row weight block
     then costs fewer re-reads of x per weight byte than 16-32 columns of W with x as M. (On the
     H200 this helped the norm-fused parts by 13-20% and lost every part to cuBLAS or the
-    unswapped tilings: the tuner decides.)"""
-    block_m, block_n, block_k, warps, stages, splits, swap = tiles
+    unswapped tilings: the tuner decides.) An optional eighth value turns on programmatic
+    dependent launch (triton_kernels.grid_dependency: 1 or 2; 0 or absent: off)."""
+    block_m, block_n, block_k, warps, stages, splits, swap = tiles[:7]
+    pdl = tiles[7] if len(tiles) > 7 else 0
     a, w = _rows(x), _rows(weight)
     m, k = a.shape
     n = w.shape[0]
@@ -184,8 +190,8 @@ def expert_gemm(x, weight, tiles, *, counters=None, weight2=None, mod=None, bias
         w2.stride(0), out.stride(0), res.stride(0), eps, NORM=mod is not None,
         GEGLU=weight2 is not None, RESIDUAL=residual is not None, GATED=gate is not None,
         SPLITS=splits, SWAP=bool(swap), PRECISION=_precision(x.dtype), BM=block_m,
-        BN=block_n, BK=block_k,
-        num_warps=warps, num_stages=stages)
+        BN=block_n, BK=block_k, PDL=pdl,
+        num_warps=warps, num_stages=stages, **_pdl_launch(pdl))
     return out.view(*x.shape[:-1], n)
 
 
@@ -212,14 +218,17 @@ def _mqa_kernel(q_ptr, kp_ptr, vp_ptr, cos_ptr, sin_ptr, mask_ptr, m_ptr, l_ptr,
                 out_ptr, n, T, heads, stride_q_b, stride_q_t, stride_kp_b, stride_kp_t,
                 stride_vp_b, stride_vp_t, row_blocks, prefix_splits, keys_per_split, qk_scale,
                 OWN: tl.constexpr, HALF: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
-                PRECISION: tl.constexpr):
+                PRECISION: tl.constexpr, PDL: tl.constexpr = 0):
     """Rows = (token, head) pairs of q (token-major, as q's memory is) against one K/V head.
 
     OWN (the expert): q_ptr is the raw qkv GEMM output; q and the tokens' own k are rotated
     here, and the last key split is the tokens' own K/V. Otherwise q is already rotated and
     every key is in kp/vp (the prefix). With one split the program normalises and writes its
     rows; with more, each split leaves (max, sum, output) for `_mqa_combine_kernel`, as
-    flash-decoding does."""
+    flash-decoding does. (Rotating a 64-key block of own keys holds four float32 (keys, d/2)
+    tiles at once: 255 registers a thread and 58 spilled on the H200. Rotating 16 keys at a
+    time removed the spills but made the kernel slower, 16.8 -> 19.4 us: four serial blocks.)"""
+    _grid_dependency(PDL, 1)
     pid = tl.program_id(0)
     split = tl.program_id(1)
     splits = tl.num_programs(1)
@@ -281,6 +290,7 @@ def _mqa_kernel(q_ptr, kp_ptr, vp_ptr, cos_ptr, sin_ptr, mask_ptr, m_ptr, l_ptr,
                            other=0)
             m_i, l_i, acc1, acc2 = _attend_block(q1, q2, k1, k2, v1, v2, keep, key_ok, m_i,
                                                  l_i, acc1, acc2, PRECISION)
+    _grid_dependency(PDL, 2)
     if splits > 1:  # this slice's (max, sum, output); _mqa_combine_kernel merges the slices
         part = (b * splits + split) * rows_total + r
         tl.store(m_ptr + part, m_i, mask=r_ok)
@@ -298,10 +308,11 @@ def _mqa_kernel(q_ptr, kp_ptr, vp_ptr, cos_ptr, sin_ptr, mask_ptr, m_ptr, l_ptr,
 
 @triton.jit
 def _mqa_combine_kernel(m_ptr, l_ptr, acc_ptr, out_ptr, rows_total, splits,
-                        SPLITS: tl.constexpr, D: tl.constexpr):
+                        SPLITS: tl.constexpr, D: tl.constexpr, PDL: tl.constexpr = 0):
     """Merge the key slices of one query row (flash-decoding): one program per row, so the
     merge is parallel (the last slice merging its row block in `_mqa_kernel` instead ran 9 us
     longer on the H200: a serial chain of loads)."""
+    _grid_dependency(PDL, 1)
     pid = tl.program_id(0)
     b = pid // rows_total
     r = pid % rows_total
@@ -319,7 +330,7 @@ def _mqa_combine_kernel(m_ptr, l_ptr, acc_ptr, out_ptr, rows_total, splits,
 
 
 def _attend(q, stride_q, k, v, mask, heads, scale, n, T, d, block_m, block_n, keys_per_split,
-            warps, stages, own, cos=None, sin=None):
+            warps, stages, own, cos=None, sin=None, pdl=0):
     """Launch `_mqa_kernel` -> (b, n, heads * d); q rows are token-major, k/v (b, T, d)."""
     b = q.shape[0]
     kp, vp = k.reshape(b, T, d), v.reshape(b, T, d)
@@ -345,11 +356,13 @@ def _attend(q, stride_q, k, v, mask, heads, scale, n, T, d, block_m, block_n, ke
         q, kp, vp, cos, sin, keep, m, l_, acc, out, n, T, heads, stride_q[0],
         stride_q[1], kp.stride(0), kp.stride(1), vp.stride(0), vp.stride(1), row_blocks,
         prefix_splits, keys_per_split, scale * LOG2E, OWN=own, HALF=d // 2, BM=block_m,
-        BN=block_n, PRECISION=_precision(q.dtype), num_warps=warps, num_stages=stages)
+        BN=block_n, PRECISION=_precision(q.dtype), PDL=pdl, num_warps=warps, num_stages=stages,
+        **_pdl_launch(pdl))
     if splits > 1:
         _mqa_combine_kernel[(b * rows,)](m, l_, acc, out, rows, splits,
                                          SPLITS=triton.next_power_of_2(splits), D=d,
-                                         num_warps=4)
+                                         PDL=min(pdl, 1),
+                                         num_warps=4, **_pdl_launch(pdl))
     return out
 
 
@@ -358,15 +371,17 @@ def mqa_attention(qkv, k_prefix, v_prefix, cos, sin, mask, heads, scale, tiles):
     the prefix K/V (b, T, d) and the tokens' own K/V -> (b, n, heads * d).
 
     One program per (block of query rows, slice of keys) keeps the GPU busy at 50 queries; a
-    second kernel merges the slices' (max, sum, output) as flash-decoding does."""
-    block_m, block_n, keys_per_split, warps, stages = tiles
+    second kernel merges the slices' (max, sum, output) as flash-decoding does. tiles =
+    (block_m, block_n, keys_per_split, warps, stages[, pdl]): pdl as in expert_gemm."""
+    block_m, block_n, keys_per_split, warps, stages = tiles[:5]
+    pdl = tiles[5] if len(tiles) > 5 else 0
     b, n, width = qkv.shape
     T, d = k_prefix.shape[1], k_prefix.shape[-1]
     if width != (heads + 2) * d or qkv.stride(2) != 1:
         raise ValueError(f'mqa_attention: qkv {tuple(qkv.shape)} is not q/k/v of {heads} heads '
                          f'of {d}')
     return _attend(qkv, qkv.stride()[:2], k_prefix, v_prefix, mask, heads, scale, n, T, d,
-                   block_m, block_n, keys_per_split, warps, stages, True, cos, sin)
+                   block_m, block_n, keys_per_split, warps, stages, True, cos, sin, pdl)
 
 
 def mqa_flash(q, k, v, mask, heads, scale, tiles):

@@ -19,8 +19,31 @@ def rows(x: torch.Tensor) -> torch.Tensor:
 
 
 @triton.jit
+def grid_dependency(PDL: tl.constexpr, WHERE: tl.constexpr):
+    """Programmatic dependent launch (Hopper+), for kernels launched with launch_pdl: such a
+    kernel may start while the kernel before it is still running, so at WHERE == 1 (its first
+    line) it waits for that kernel to finish and its writes to be visible, before it touches
+    memory at all (a write before the wait could race the previous kernel's reads of a reused
+    buffer). It then lets the next kernel launch: at PDL == WHERE, 1 (at once) or 2 (the caller
+    marks where, e.g. after its main loop, so the next kernel's waiting programs do not take
+    SM slots from this one's). PDL == 0: nothing (plain stream order)."""
+    if PDL:
+        if WHERE == 1:
+            tl.extra.cuda.gdc_wait()
+        if PDL == WHERE:
+            tl.extra.cuda.gdc_launch_dependents()
+
+
+def pdl_launch(pdl: int) -> dict:
+    """The launch option of grid_dependency's kernels (none when off, so a Triton without the
+    option still runs them)."""
+    return {'launch_pdl': True} if pdl else {}
+
+
+@triton.jit
 def _rms_norm_kernel(x_ptr, y_ptr, scale_ptr, shift_ptr, stride_x, stride_y, n_cols, eps,
-                     MODULATE: tl.constexpr, BLOCK: tl.constexpr):
+                     MODULATE: tl.constexpr, BLOCK: tl.constexpr, PDL: tl.constexpr = 0):
+    grid_dependency(PDL, 1)
     row = tl.program_id(0)
     cols = tl.arange(0, BLOCK)
     inside = cols < n_cols
@@ -33,7 +56,7 @@ def _rms_norm_kernel(x_ptr, y_ptr, scale_ptr, shift_ptr, stride_x, stride_y, n_c
     tl.store(y_ptr + row * stride_y + cols, y.to(y_ptr.dtype.element_ty), mask=inside)
 
 
-def rms_norm(x, scale, shift, eps):
+def rms_norm(x, scale, shift, eps, pdl=0):
     x2 = rows(x)
     out = torch.empty(x2.shape, dtype=x.dtype, device=x.device)
     n = x2.shape[1]
@@ -41,8 +64,8 @@ def rms_norm(x, scale, shift, eps):
     modulate = scale is not None
     _rms_norm_kernel[(x2.shape[0],)](
         x2, out, scale if modulate else x2, shift if modulate else x2,
-        x2.stride(0), out.stride(0), n, eps, MODULATE=modulate, BLOCK=block,
-        num_warps=8 if block >= 2048 else 4)
+        x2.stride(0), out.stride(0), n, eps, MODULATE=modulate, BLOCK=block, PDL=min(pdl, 1),
+        num_warps=8 if block >= 2048 else 4, **pdl_launch(pdl))
     return out.view(x.shape)
 
 
@@ -78,7 +101,8 @@ def rope(x, cos, sin):
 
 @triton.jit
 def _geglu_kernel(gate_ptr, up_ptr, y_ptr, stride_gate, stride_up, n_cols,
-                  BLOCK: tl.constexpr):
+                  BLOCK: tl.constexpr, PDL: tl.constexpr = 0):
+    grid_dependency(PDL, 1)
     row = tl.program_id(0)
     cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
     inside = cols < n_cols
@@ -90,13 +114,14 @@ def _geglu_kernel(gate_ptr, up_ptr, y_ptr, stride_gate, stride_up, n_cols,
     tl.store(y_ptr + row * n_cols + cols, y.to(y_ptr.dtype.element_ty), mask=inside)
 
 
-def geglu(gate, up):
+def geglu(gate, up, pdl=0):
     g, u = rows(gate), rows(up)
     m, n = g.shape
     out = torch.empty((m, n), dtype=gate.dtype, device=gate.device)
     block = 1024
     _geglu_kernel[(m, triton.cdiv(n, block))](g, u, out, g.stride(0), u.stride(0), n,
-                                              BLOCK=block, num_warps=4)
+                                              BLOCK=block, PDL=min(pdl, 1), num_warps=4,
+                                              **pdl_launch(pdl))
     return out.view(gate.shape)
 
 
