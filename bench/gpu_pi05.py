@@ -171,6 +171,8 @@ def main():
     parser.add_argument('--out', default='bench/results/gpu_pi05.json')
     parser.add_argument('--runs', type=int, default=30)
     parser.add_argument('--torch-compile', action='store_true')
+    parser.add_argument('--lamp-only', action='store_true',
+                        help="lamp's figures alone (no baselines, so no ratios or parity)")
     parser.add_argument('--kernels-out', default='')
     parser.add_argument('--compile-cache', default='')
     parser.add_argument('--compile-only', action='store_true')
@@ -212,6 +214,12 @@ def main():
 
     todo = ['eager', 'eager_graph'] + (['torch_compile'] if args.torch_compile else []) + [
         'hf_eager']
+    if args.lamp_only:
+        not_measured.update({f'{p}_ms': 'not run: --lamp-only' for p in ['torch_compile', *todo]})
+        not_measured['parity_max_rel_error'] = ('not run: --lamp-only (the build measured it: '
+                                                'evidence/parity.json)')
+        save()
+        return
     save(todo)  # lamp's own figures first: a run stopped in the baselines still keeps them
     model = reference_model(cfg, spec)
 
@@ -304,7 +312,7 @@ def make_report(cfg, runtime, group, build, results, outs, lamp_out, lamp_peak, 
     roof = roofline(cfg)
     ref = outs.get('eager')  # the parity reference; None until the eager path has run
     if ref is None:
-        not_measured = {**not_measured, 'parity_max_rel_error': 'pending: needs the eager path'}
+        not_measured = {'parity_max_rel_error': 'pending: needs the eager path', **not_measured}
     ms = {k: v[0] for k, v in results.items()}
     lamp_ms = ms['lamp']
     report = {

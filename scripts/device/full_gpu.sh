@@ -31,8 +31,12 @@ mkdir -p "$out"
 script_start=$(date +%s)
 pack() {
   [ "$(find "$out" -type f | wc -l)" -le 8 ] && return
-  tar czf "$out/pack.part" --exclude=./pack.part -C "$out" . || return
-  mv "$out/pack.part" "$out/results.tgz"
+  # packed outside $out: tar of a folder that holds its own growing archive stops with "file
+  # changed as we read it" (status 1), which once left every file over the 8 behind
+  local tmp
+  tmp="$(mktemp /tmp/results.XXXXXX)"
+  tar czf "$tmp" -C "$out" . || return
+  mv "$tmp" "$out/pack.part" && mv "$out/pack.part" "$out/results.tgz"
   find "$out" -mindepth 1 ! -name results.tgz -delete
   tar xzf "$out/results.tgz" -C "$out" --wildcards './gpu_pi05.json' './bench.txt' \
     './soak/soak.json' 2>/dev/null || true
