@@ -5,10 +5,15 @@ between kernels; this chain has distinct weights per layer (no L2 reuse across l
 inference does.
 
     python3 scripts/device/expert_chain.py [--gemms] [--out FILE.json]
+    python3 scripts/device/expert_chain.py --once     (3 plain steps, no graph: for ncu)
 
 Forms: 'fused' (every part on a lamp kernel), 'swapped' (the same with swapped GEMM tiles) and
 'chosen' (qkv and gate_up in their library form: rms_norm + cuBLAS [+ geglu], o and down fused,
-as the H200 build picked).
+as the H200 build picked); 'chosen pdl1' and 'chosen pdl2' are 'chosen' with every lamp kernel
+launched as a programmatic dependent launch (triton_kernels.grid_dependency), letting the next
+kernel launch at once (1) or after the main loop (2); their step must equal 'chosen' bit for
+bit. The attention section also times tilings outside the build's candidates (EXTRA_ATTENTION),
+and the report lists each compiled lamp kernel's registers, spills and shared memory.
 
 Measured on the H200 (2026-11-30, bench/results/expert_chain_h200.json, before the swapped
 form existed): chosen 48.2 us per layer, fused 69.3; the isolated part timings sum to 41.7, so
@@ -32,11 +37,15 @@ from lamp_ros.kernels import ops, triton_expert as te, triton_kernels as tk, tun
 ROWS, WIDTH, HEADS, D, MLP, PREFIX, LAYERS = 50, 1024, 8, 256, 4096, 968, 18
 # [block_m, block_n, block_k, warps, stages, splits, swap]: the best fused tilings the H200 build
 # measured, and the swapped form (the weight block as the MMA's M side) split to fill the GPU
-GEMM = {'fused': {'qkv': [64, 16, 128, 4, 4, 1, 0], 'o': [64, 16, 128, 4, 4, 2, 0],
+GEMM = {'fused': {'qkv': [64, 16, 128, 4, 4, 1, 0], 'o': [64, 32, 128, 4, 4, 4, 0],
                   'gate_up': [64, 32, 128, 4, 4, 1, 0], 'down': [64, 32, 128, 4, 4, 4, 0]},
         'swapped': {'qkv': [64, 64, 128, 4, 4, 2, 1], 'o': [64, 64, 128, 4, 4, 8, 1],
                     'gate_up': [64, 64, 128, 4, 4, 2, 1], 'down': [64, 64, 128, 4, 4, 8, 1]}}
 ATTENTION = [16, 64, 128, 4, 1]
+# attention tilings the build does not try: software pipelining of a split's key blocks,
+# 2 and 8 warps, 32-key blocks (block_m, block_n, keys_per_split, warps, stages)
+EXTRA_ATTENTION = [[16, 64, 128, 4, 2], [16, 64, 256, 4, 2], [16, 32, 128, 4, 2],
+                   [16, 64, 128, 2, 1], [16, 64, 128, 8, 1], [16, 32, 64, 4, 1]]
 
 
 def layer_weights(dev):
@@ -53,33 +62,56 @@ def layer_weights(dev):
                 kp=torch.randn(1, PREFIX, 1, D, **bf), vp=torch.randn(1, PREFIX, 1, D, **bf))
 
 
-def gemm_part(part, L, inp, x, tiles, counters):
+def gemm_part(part, L, inp, x, tiles, counters, pdl=0):
     """One GEMM part of layer L: the fused lamp kernel with `tiles`, or its library form
-    (tiles == [], as in ExpertKernels). inp is the part's input, x the residual stream."""
+    (tiles == [], as in ExpertKernels). inp is the part's input, x the residual stream; pdl
+    applies to the lamp kernels (cuBLAS launches plainly)."""
     if part in ('qkv', 'gate_up'):
         if not tiles:  # rms_norm, cuBLAS [, geglu]
-            y = F.linear(tk.rms_norm(inp, L['scale'], L['shift'], 1e-6), L[part])
-            return y if part == 'qkv' else tk.geglu(*y.chunk(2, -1))
+            y = F.linear(tk.rms_norm(inp, L['scale'], L['shift'], 1e-6, pdl=pdl), L[part])
+            return y if part == 'qkv' else tk.geglu(*y.chunk(2, -1), pdl=pdl)
         if part == 'qkv':
-            return te.expert_gemm(inp, L['qkv'], tiles, counters=counters, mod=L['mod'],
-                                  bias=L['b_qkv'], eps=1e-6)
-        return te.expert_gemm(inp, L['gate'], tiles, counters=counters, weight2=L['up'],
-                              mod=L['mod'], bias=L['b_gate'], bias2=L['b_up'], eps=1e-6)
+            return te.expert_gemm(inp, L['qkv'], [*tiles, pdl], counters=counters,
+                                  mod=L['mod'], bias=L['b_qkv'], eps=1e-6)
+        return te.expert_gemm(inp, L['gate'], [*tiles, pdl], counters=counters,
+                              weight2=L['up'], mod=L['mod'], bias=L['b_gate'], bias2=L['b_up'],
+                              eps=1e-6)
     if not tiles:  # cuBLAS, addcmul
         return torch.addcmul(x, F.linear(inp, L[part]), L['gate_o'])
-    return te.expert_gemm(inp, L[part], tiles, counters=counters, residual=x, gate=L['gate_o'])
+    return te.expert_gemm(inp, L[part], [*tiles, pdl], counters=counters, residual=x,
+                          gate=L['gate_o'])
 
 
 def step(layers, x, rotation, mask, counters, form: str):
-    tiles = {**GEMM['fused'], 'qkv': [], 'gate_up': []} if form == 'chosen' else GEMM[form]
+    base, _, pdl = form.partition(' pdl')
+    pdl = int(pdl or 0)
+    tiles = {**GEMM['fused'], 'qkv': [], 'gate_up': []} if base == 'chosen' else GEMM[base]
     for L in layers:
-        qkv = gemm_part('qkv', L, x, x, tiles['qkv'], counters)
+        qkv = gemm_part('qkv', L, x, x, tiles['qkv'], counters, pdl)
         a = te.mqa_attention(qkv, L['kp'], L['vp'], *rotation, mask, HEADS, D ** -0.5,
-                             ATTENTION)
-        x = gemm_part('o', L, a, x, tiles['o'], counters)
-        h = gemm_part('gate_up', L, x, x, tiles['gate_up'], counters)
-        x = gemm_part('down', L, h, x, tiles['down'], counters)
+                             [*ATTENTION, pdl])
+        x = gemm_part('o', L, a, x, tiles['o'], counters, pdl)
+        h = gemm_part('gate_up', L, x, x, tiles['gate_up'], counters, pdl)
+        x = gemm_part('down', L, h, x, tiles['down'], counters, pdl)
     return x
+
+
+def kernel_resources() -> dict:
+    """Registers, spills and shared memory of every compiled variant of the lamp kernels."""
+    out = {}
+    for fn in (te._expert_gemm_kernel, te._mqa_kernel, te._mqa_combine_kernel,
+               tk._rms_norm_kernel, tk._geglu_kernel):
+        name = fn.fn.__name__
+        try:
+            for cache in fn.device_caches.values():
+                for kernel in cache[0].values():
+                    c = {k: kernel.metadata._asdict().get(k) for k in ('num_warps',
+                                                                       'num_stages', 'shared')}
+                    out.setdefault(name, []).append({'regs': kernel.n_regs,
+                                                     'spills': kernel.n_spills, **c})
+        except Exception as exc:  # the cache layout is Triton's internal business
+            out[name] = f'unavailable: {type(exc).__name__}: {exc}'
+    return out
 
 
 def time_graph(fn, runs=50):
@@ -113,7 +145,7 @@ def check_attention(dev) -> dict:
     out = {}
     want = ops.mqa_attention_reference(qkv, kp, vp, angle.cos(), angle.sin(), mask, HEADS,
                                        D ** -0.5).float()
-    for tiles in tuning.attention_candidates(D):
+    for tiles in tuning.attention_candidates(D) + EXTRA_ATTENTION:
         got = te.mqa_attention(qkv, kp, vp, angle.cos(), angle.sin(), mask, HEADS, D ** -0.5,
                                tiles).float()
         out[f'expert attention {tiles}'] = {
@@ -185,6 +217,8 @@ def main():
     parser.add_argument('--out', default='')
     parser.add_argument('--gemms', action='store_true',
                         help='also time each GEMM part alone in every swapped tiling')
+    parser.add_argument('--once', action='store_true',
+                        help='run 3 plain chosen steps and stop (for a profiler)')
     args = parser.parse_args()
     torch.manual_seed(0)
     dev = 'cuda'
@@ -196,13 +230,30 @@ def main():
     rotation = (angle.cos(), angle.sin())
     mask = torch.ones(1, ROWS, PREFIX + ROWS, dtype=torch.bool, device=dev)
     counters = torch.zeros(1024, dtype=torch.int32, device=dev)
+    if args.once:
+        for _ in range(3):
+            step(layers, x, rotation, mask, counters, 'chosen')
+        torch.cuda.synchronize()
+        return
     report = {'layers': LAYERS, 'gemm_tiles': GEMM, 'attention_tiles': ATTENTION}
-    for form in ('fused', 'swapped', 'chosen'):
-        ms, _ = time_graph(lambda: step(layers, x, rotation, mask, counters, form))
+    outputs = {}
+    for form in ('fused', 'swapped', 'chosen', 'chosen pdl1', 'chosen pdl2'):
+        try:
+            ms, outputs[form] = time_graph(lambda: step(layers, x, rotation, mask, counters,
+                                                        form))
+        except Exception as exc:  # e.g. a launch option this Triton or driver lacks
+            report[form] = f'failed: {type(exc).__name__}: {str(exc)[-300:]}'
+            print(form, report[form], flush=True)
+            continue
         report[form] = {'step_ms': ms, 'layer_us': 1e3 * ms / LAYERS,
                         'inference_ms (x10 steps)': 10 * ms}
-        print(f'{form:8s} step {ms:.3f} ms, {1e3 * ms / LAYERS:.1f} us per layer', flush=True)
+        if ' pdl' in form:
+            report[form]['equal_to_chosen'] = bool(torch.equal(outputs[form],
+                                                               outputs['chosen']))
+        print(f'{form:12s} step {ms:.3f} ms, {1e3 * ms / LAYERS:.1f} us per layer '
+              f'{report[form]}', flush=True)
     report['counters_left'] = int(counters.abs().sum())
+    report['kernel_resources'] = kernel_resources()
     save(report, args.out)
     if args.gemms:
         report['gemms'] = check_gemms(layers[0], x, counters)
