@@ -106,26 +106,14 @@ def fuse_expert_layers(stage: ExpertStage, tuning_out: dict) -> int:
     for group in groups.values():
         chosen = {}
         for part, (shape, candidates, launch) in _tuning_problems(stage, group).items():
-            keys = [f'{part} {shape}', f'{part} {shape} pdl']
-            choice = tuning.pick(candidates, launch, on_gpu, cache.get(keys[0]),
-                                 calls=len(group))
-            tuning_out[keys[0]] = {'tiles': choice.tiles, 'source': choice.source,
-                                   'timings': choice.timings}
-            if choice.tiles and on_gpu and _dependent_launch(device):
-                # then the winner with programmatic dependent launch, off or in either place
-                choice = tuning.pick(tuning.pdl_candidates(choice.tiles), launch, on_gpu,
-                                     cache.get(keys[1]), calls=len(group))
-                tuning_out[keys[1]] = {'tiles': choice.tiles, 'source': choice.source,
-                                       'timings': choice.timings}
+            key = f'{part} {shape}'
+            choice = tuning.pick(candidates, launch, on_gpu, cache.get(key), calls=len(group))
+            tuning_out[key] = {'tiles': choice.tiles, 'source': choice.source,
+                               'timings': choice.timings}
             chosen[part] = choice.tiles
         for layer in group:
             layer.expert_kernels.tiles.update(chosen)
     return len(layers)
-
-
-def _dependent_launch(device) -> bool:
-    """Programmatic dependent launch needs Hopper (compute capability 9) or later."""
-    return torch.cuda.get_device_capability(device)[0] >= 9
 
 
 def _tuning_problems(stage: ExpertStage, layers: list) -> dict:

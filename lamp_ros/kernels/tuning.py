@@ -88,14 +88,6 @@ def flash_candidates() -> list:
     return [list(c) for c in FLASH_CANDIDATES]
 
 
-def pdl_candidates(tiles: list) -> list:
-    """A fused part's winning tiles without, then with programmatic dependent launch (one more
-    value, triton_kernels.grid_dependency: 1 lets the next kernel launch at once, 2 after the
-    main loop). Timed like the tiles, over one call per layer in a row, so a kernel's launch
-    can overlap the previous call's tail as it does the previous part's in the step."""
-    return [list(tiles), [*tiles, 1], [*tiles, 2]]
-
-
 def pick(candidates: list, launch, on_gpu: bool, cached: dict | None = None,
          calls: int = 1) -> Choice:
     """The fastest of `candidates` for `launch(tiles)` (median of CUDA-graph replays, divided

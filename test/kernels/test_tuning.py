@@ -46,12 +46,7 @@ def test_the_h200_cache_covers_pi05_full_with_current_candidates():
         f'prefix_attention {cfg.prefix_len}x{cfg.llm.num_heads}x{cfg.llm.head_dim}':
             tuning.flash_candidates(),
     }
-    pdl = {key: tiles for key, tiles in cache['tiles'].items() if key.endswith(' pdl')}
-    assert set(cache['tiles']) - set(pdl) == set(candidates)
-    for key, tiles in pdl.items():  # the dependent-launch stage, timed on a fused winner
-        base = cache['tiles'][key[:-len(' pdl')]]
-        assert base != LIBRARY and tiles in tuning.pdl_candidates(base), key
-        candidates[key] = tuning.pdl_candidates(base)
+    assert set(cache['tiles']) == set(candidates)
     for key, tiles in cache['tiles'].items():
         assert tiles == LIBRARY or tiles in candidates[key], key
         assert key in cache['timings_ms']
@@ -125,8 +120,3 @@ def test_pick_reports_the_time_of_one_call(monkeypatch):
     monkeypatch.setattr(tuning, 'gpu_time_ms', lambda fn: next(clock))
     choice = tuning.pick([[1], [2]], lambda tiles: None, on_gpu=True, calls=3)
     assert choice.tiles == [2] and choice.timings == {'[1]': 2.0, '[2]': 1.0}
-
-
-def test_pdl_candidates_add_one_value_to_the_winner():
-    assert tuning.pdl_candidates([16, 64, 128, 4, 1]) == [
-        [16, 64, 128, 4, 1], [16, 64, 128, 4, 1, 1], [16, 64, 128, 4, 1, 2]]
