@@ -142,11 +142,9 @@ def _tuning_problems(stage: ExpertStage, layers: list) -> dict:
 
     def timed(part, run):
         def launch(tiles):
-            out = None
             for i, each in enumerate(layers):
                 each.expert_kernels.tiles[part] = tiles
-                out = run(i, each, each.expert_kernels)
-            return out
+                run(i, each, each.expert_kernels)
         return launch
 
     def gemm(part, n, k, run):
