@@ -50,7 +50,7 @@ def run_demo(seconds: float = 10.0, execution: str = 'async') -> int:
 
     import rclpy
     from diagnostic_msgs.msg import DiagnosticArray
-    from rclpy.executors import MultiThreadedExecutor
+    from rclpy.executors import SingleThreadedExecutor
     from rclpy.node import Node
     from std_msgs.msg import Float64MultiArray
     from trajectory_msgs.msg import JointTrajectory
@@ -71,7 +71,7 @@ def run_demo(seconds: float = 10.0, execution: str = 'async') -> int:
                                       lambda m: latency.append(list(m.data)), 50)
             probe.create_subscription(DiagnosticArray, '/diagnostics',
                                       lambda m: diagnostics.append(m.status[0]), 10)
-            executor = MultiThreadedExecutor(num_threads=3)
+            executor = SingleThreadedExecutor()  # short callbacks (see vla_node.executor_for)
             executor.add_node(sim)
             executor.add_node(probe)
             thread = threading.Thread(target=executor.spin, daemon=True)

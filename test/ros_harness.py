@@ -9,7 +9,7 @@ import threading
 import time
 
 import rclpy
-from rclpy.executors import MultiThreadedExecutor
+from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 
@@ -44,7 +44,9 @@ class RosHarness:
                               lambda m: self.latency.append(m), 50)
         self.change = d.create_client(ChangeState, '/vla_policy/change_state')
         self.get = d.create_client(GetState, '/vla_policy/get_state')
-        self.executor = MultiThreadedExecutor(num_threads=3, context=self.context)
+        # short callbacks: one thread (a MultiThreadedExecutor spins on the GIL, see
+        # lamp_ros.node.vla_node.executor_for)
+        self.executor = SingleThreadedExecutor(context=self.context)
         self.executor.add_node(d)
         if self.sim:
             self.executor.add_node(self.sim)
