@@ -309,6 +309,8 @@ class VlaNode(LifecycleNode):
             self._lamp_pubs['profile'].publish(
                 convert.float_array(values, ','.join(PROFILE_LAYOUT)))
         except Exception as exc:
+            if not self.context.ok():  # a stop shut the context down under this report
+                return
             self.get_logger().error(f'diagnostics failed: {exc}\n{traceback.format_exc()}')
 
 
