@@ -10,6 +10,7 @@ these layers, which compute exactly what the originals compute until a pass chan
 - `UnitRMSNorm`: RMSNorm whose (1 + weight) scale was folded into the linears it feeds.
 - `StepAdaRMSNorm`: adaRMS whose scale/shift/gate come from a table indexed by Euler step.
 - `Rotary`: RoPE, computed from positions, or looked up in folded cos/sin tables.
+- `Fp8Linear`: a linear on e4m3 codes with power-of-two scales (FP8 GEMM numbers).
 
 Modules with a `kernel` switch run on lamp_ros's own operators when it is on (kernels/ops.py:
 one fused kernel per norm, RoPE, GeGLU; residual adds in the GEMM epilogue), and an expert
@@ -240,6 +241,67 @@ class Attention(nn.Module):
         return out.transpose(1, 2).reshape(b, n, heads * d)
 
 
+class Fp8Linear(nn.Module):
+    """A linear in FP8 (e4m3) numbers: the weight as codes times a power-of-two scale per output
+    row, each input row quantised the same way on the fly, products summed in float32.
+
+    Off the kernel path the codes are float32 values (e4m3-exact) and the math is plain torch,
+    which the CPU artifacts export to ONNX; on it (cuda lowering: `use_kernel`) the codes are
+    float8_e4m3fn and the GEMM is cuBLASLt's through torch._scaled_mm with row-wise scales. The
+    scales are powers of two, so both paths quantise to the same numbers; they differ only in
+    the summation order."""
+
+    def __init__(self, codes: torch.Tensor, scale: torch.Tensor, bias: torch.Tensor | None):
+        super().__init__()
+        self.codes = nn.Parameter(codes, requires_grad=False)  # (out, in)
+        self.register_buffer('scale', scale)  # (out,)
+        self.bias = None if bias is None else nn.Parameter(bias, requires_grad=False)
+        self.kernel = False
+
+    @classmethod
+    @torch.no_grad()
+    def from_linear(cls, linear: nn.Linear) -> 'Fp8Linear':
+        codes, scale = kernel_ops.fp8_rows_reference(linear.weight)
+        dtype = linear.weight.dtype
+        return cls(codes.to(dtype), scale.view(-1).to(dtype),
+                   None if linear.bias is None else linear.bias.detach().clone())
+
+    @property
+    def in_features(self) -> int:
+        return self.codes.shape[1]
+
+    @property
+    def out_features(self) -> int:
+        return self.codes.shape[0]
+
+    def dequantized(self) -> torch.Tensor:
+        return self.codes.float() * self.scale.float()[:, None]
+
+    @torch.no_grad()
+    def use_kernel(self) -> None:
+        """Codes to float8_e4m3fn (exact: they are e4m3 values), the scale to float32 (exact: a
+        power of two), for torch._scaled_mm."""
+        self.codes = nn.Parameter(self.codes.to(torch.float8_e4m3fn), requires_grad=False)
+        self.scale = self.scale.float()
+        self.kernel = True
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        quantise = kernel_ops.fp8_rows if self.kernel else kernel_ops.fp8_rows_reference
+        return self.from_rows(*quantise(x), x.dtype)
+
+    def from_rows(self, codes: torch.Tensor, row_scale: torch.Tensor, dtype) -> torch.Tensor:
+        """The linear of already quantised rows (codes (..., in), row_scale (..., 1))."""
+        lead = codes.shape[:-1]
+        if self.kernel:
+            y = torch._scaled_mm(codes.reshape(-1, self.in_features), self.codes.t(),
+                                 row_scale.reshape(-1, 1), self.scale.view(1, -1),
+                                 out_dtype=dtype)
+        else:
+            y = ((codes.float() * row_scale.float()) @ self.dequantized().t()).to(dtype)
+        y = y.view(*lead, self.out_features)
+        return y if self.bias is None else y + self.bias
+
+
 class GeGLU(nn.Module):
     """down(gelu_tanh(gate(x)) * up(x)) with gate/up in one FanOut."""
 
@@ -256,8 +318,18 @@ class GeGLU(nn.Module):
             return kernel_ops.geglu(p['gate'], p['up'])
         return F.gelu(p['gate'], approximate='tanh') * p['up']
 
+    @property
+    def fp8(self) -> bool:
+        """down_proj is an Fp8Linear: the hidden layer goes to it as FP8 rows, made in the same
+        pass as the GeGLU (never stored in the stage precision)."""
+        return isinstance(self.down_proj, Fp8Linear)
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.down_proj(self.hidden(x))
+        if not self.fp8:
+            return self.down_proj(self.hidden(x))
+        p = self.in_proj(x)
+        rows = kernel_ops.geglu_fp8 if self.kernel else kernel_ops.geglu_fp8_reference
+        return self.down_proj.from_rows(*rows(p['gate'], p['up']), x.dtype)
 
 
 def add_linear(residual: torch.Tensor, linear: nn.Linear, x: torch.Tensor) -> torch.Tensor:
@@ -301,6 +373,8 @@ class DecoderLayer(nn.Module):
             y = self.mlp(h)
             return x + y if gate is None else x + y * gate
         if gate is None:
+            if self.mlp.fp8:  # torch._scaled_mm takes no residual
+                return x + self.mlp(h)
             return add_linear(x, self.mlp.down_proj, self.mlp.hidden(h))
         return torch.addcmul(x, self.mlp(h), gate)
 

@@ -1,0 +1,70 @@
+"""FP8 numbers on the CPU: the e4m3 rounding the CPU artifacts compute without a float8 dtype
+is torch's float8_e4m3fn cast bit for bit, the row scales are the powers of two the kernels
+take from the exponent bits, and an Fp8Linear is the linear of those numbers."""
+
+import math
+
+import pytest
+import torch
+
+from lamp_ros.compiler.passes.modules import Fp8Linear
+from lamp_ros.kernels import ops
+
+
+@pytest.mark.parametrize('spread', [1e-3, 1.0, 100.0])
+def test_e4m3_round_is_the_float8_cast(spread):
+    torch.manual_seed(0)
+    v = (torch.randn(1 << 18) * spread).clamp(-448, 448)
+    v[:4] = torch.tensor([448.0, -448.0, 2.0 ** -9, 2.0 ** -10 * 3])  # max, subnormal steps
+    want = v.to(torch.float8_e4m3fn).float()
+    assert torch.equal(ops.e4m3_round(v), want)
+    assert float(ops.e4m3_steps(ops.e4m3_round(v), want).max()) == 0.0
+
+
+def test_row_scales_are_powers_of_two_filling_the_range():
+    amax = torch.tensor([448.0, 449.0, 224.0, 224.5, 1.0, 1e-20, 3e4, 0.0])
+    scale = ops.fp8_scale(amax)
+    for a, s in zip(amax.tolist(), scale.tolist()):
+        assert math.frexp(s)[0] == 0.5  # a power of two
+        if a > 0:
+            assert 224 < a / s <= 448, (a, s)
+    assert scale[:4].tolist() == [1.0, 2.0, 0.5, 1.0]
+
+
+def test_fp8_rows_reference_and_the_geglu_form():
+    torch.manual_seed(0)
+    x = torch.randn(3, 5, 96) * torch.logspace(-4, 4, 5)[:, None]
+    codes, scale = ops.fp8_rows_reference(x)
+    assert codes.dtype == torch.float32 and scale.shape == (3, 5, 1)
+    assert torch.equal(codes, codes.to(torch.float8_e4m3fn).float())  # e4m3 values
+    top = codes.abs().amax(-1)
+    assert bool(((top >= 224) & (top <= 448)).all())  # 224+ may round down to 224
+    assert float(((codes * scale - x).norm() / x.norm())) < 0.04
+    gate, up = torch.randn(2, 2 * 64).split(64, -1)
+    g_codes, g_scale = ops.geglu_fp8_reference(gate, up)
+    torch.testing.assert_close(g_codes * g_scale, ops.geglu_reference(gate, up),
+                               atol=0.0, rtol=2 ** -4)
+    # through the lamp:: operators on the CPU: the same numbers
+    for got, want in zip(ops.fp8_rows(x), (codes, scale)):
+        assert torch.equal(got, want)
+    for got, want in zip(ops.geglu_fp8(gate, up), (g_codes, g_scale)):
+        assert torch.equal(got, want)
+
+
+def test_fp8_linear_is_the_linear_of_the_quantised_numbers():
+    torch.manual_seed(0)
+    linear = torch.nn.Linear(64, 48)
+    fp8 = Fp8Linear.from_linear(linear)
+    assert (fp8.in_features, fp8.out_features) == (64, 48)
+    assert torch.equal(fp8.codes, fp8.codes.to(torch.float8_e4m3fn).float())
+    weight = linear.weight.detach()
+    assert float((fp8.dequantized() - weight).norm() / weight.norm()) < 0.04
+    x = torch.randn(2, 7, 64)
+    codes, scale = ops.fp8_rows_reference(x)
+    want = torch.nn.functional.linear(codes * scale, fp8.dequantized(), linear.bias)
+    with torch.no_grad():
+        torch.testing.assert_close(fp8(x), want, atol=1e-5, rtol=0)
+        assert float(((fp8(x) - linear(x)).norm() / linear(x).norm())) < 0.06
+    # scales are powers of two, so a bf16 copy of the module holds the same numbers
+    half = Fp8Linear.from_linear(linear).to(torch.bfloat16)
+    assert torch.equal(half.dequantized(), fp8.dequantized())
