@@ -3,7 +3,9 @@
 What changes, per stage: unit RMSNorms and per-step adaRMS norms become `lamp::rms_norm` (one
 kernel instead of six), RoPE becomes `lamp::rope` with the cos/sin rows gathered once per stage
 call instead of per layer, GeGLU becomes `lamp::geglu`, and residual adds move into the GEMM
-epilogue (`addmm` with beta = 1; `addcmul` where the adaRMS gate scales the branch), and an
+epilogue (`addmm` with beta = 1; `addcmul` where the adaRMS gate scales the branch), FP8
+linears (the fp8_prefix_mlp pass) of a bf16 stage become float8 codes for torch._scaled_mm
+with their rows quantised by `lamp::fp8_rows` / `lamp::geglu_fp8`, and an
 attention fused by its pass with one K/V head becomes two GEMMs with every query head as rows
 around `lamp::masked_softmax` (on the H200 the fused cuDNN kernel, given one (batch, head) of
 work, ran 93 us per call at the expert's 50 queries: 53% of the inference). Stages still
@@ -22,8 +24,8 @@ their two GEMMs around `lamp::masked_softmax`.
 import torch
 
 from lamp_ros.compiler.passes.expert_kernels import LIBRARY, ExpertKernels
-from lamp_ros.compiler.passes.modules import (Attention, DecoderLayer, GeGLU, Rotary,
-                                              StepAdaRMSNorm, UnitRMSNorm)
+from lamp_ros.compiler.passes.modules import (Attention, DecoderLayer, Fp8Linear, GeGLU,
+                                              Rotary, StepAdaRMSNorm, UnitRMSNorm)
 from lamp_ros.compiler.passes.stages import ExpertStage, PrefixStage
 from lamp_ros.kernels import tuning
 
@@ -39,6 +41,11 @@ def use_kernels(modules: dict, tuning_out: dict | None = None) -> dict:
     out = tuning_out if tuning_out is not None else {}
     for stage in modules.values():
         for module in stage.modules():
+            if isinstance(module, Fp8Linear) and not module.kernel \
+                    and module.codes.dtype == torch.bfloat16 and module.codes.is_cuda:
+                module.use_kernel()  # torch._scaled_mm's row-wise scales want a bf16 output
+                counts['fp8_linear'] = counts.get('fp8_linear', 0) + 1
+                continue
             what = SWITCHED.get(type(module))
             if what is None or module.kernel:
                 continue

@@ -60,4 +60,6 @@ def test_full_and_gpu_specs_load():
     full = load_spec('config/specs/pi05_full.yaml')
     assert full.target == 'cuda' and full.policy['preset'] == 'pi05_full'
     assert {full.choice(op).precision for op in ('vision', 'prefix', 'denoise')} == {'bf16'}
+    from lamp_ros.compiler.passes import PASS_NAMES
+    assert full.passes == {name: True for name in PASS_NAMES}  # fp8_prefix_mlp included
     assert load_spec('config/specs/pi05_tiny_cuda.yaml').choice('denoise').backend == 'cuda'

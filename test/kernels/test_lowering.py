@@ -72,6 +72,21 @@ def test_export_names_the_operators(optimised):
                                rtol=0)
 
 
+def test_fp8_prefix_exports_its_operator(optimised):
+    """The FP8 prefix MLP on the kernel path: the GeGLU's rows made by `lamp::geglu_fp8` (on
+    the CPU its reference; the Fp8Linears stay in float32 numbers: torch._scaled_mm is CUDA's)."""
+    graph, _, passed, values = optimised
+    switched = {'prefix': copy.deepcopy(passed['prefix'])}
+    use_kernels(switched)
+    args = tuple(_args(graph, 'prefix', values))
+    with torch.no_grad():
+        program = torch.export.export(switched['prefix'], args, strict=False)
+    targets = {str(n.target) for n in program.graph.nodes if n.op == 'call_function'}
+    assert 'lamp.geglu_fp8.default' in targets and 'lamp.geglu.default' not in targets
+    for got, want in zip(program.module()(*args), passed['prefix'](*args)):
+        torch.testing.assert_close(got, want, atol=2e-5, rtol=0)
+
+
 @pytest.mark.parametrize('form', ['fused', 'library', 'mixed'])
 def test_expert_parts_agree_in_either_form(optimised, form):
     """Each expert part runs fused or in its library form, as the build's timing chose: every

@@ -5,13 +5,16 @@ where modules maps a model node id to its stage module. It never changes the mod
 given (it lowers a deep copy into the passes' form, modules.py / stages.py) and hands back
 every stage it did not change as it was. The compiler runs the passes the spec switches on
 (`passes: {name: true}`) after tracing and before partitioning; parity then compares the
-optimised artifact with the unoptimised eager policy.
+optimised artifact with the unoptimised eager policy. Every pass but those in APPROXIMATE keeps
+the outputs to float rounding; an approximate one (FP8 numbers) is on only where a spec says so
+and states the parity it accepts.
 """
 
 from lamp_ros.compiler.passes.base import PassResult
 from lamp_ros.compiler.passes.fold_constants import fold_constants
 from lamp_ros.compiler.passes.fold_euler_update import fold_euler_update
 from lamp_ros.compiler.passes.fold_norm_affine import fold_norm_affine
+from lamp_ros.compiler.passes.fp8_prefix_mlp import fp8_prefix_mlp
 from lamp_ros.compiler.passes.fuse_attention import fuse_attention
 from lamp_ros.compiler.passes.merge_projections import merge_projections
 from lamp_ros.compiler.passes.precompute_time_conditioning import precompute_time_conditioning
@@ -32,10 +35,15 @@ PASSES = [
     fold_constants,
     # attention as one scaled_dot_product_attention call per layer
     fuse_attention,
+    # the prefix's MLP GEMMs in FP8 (last: it quantises the folded, merged weights)
+    fp8_prefix_mlp,
 ]
 PASS_NAMES = tuple(p.__name__ for p in PASSES)
+# Passes that change the numbers beyond float rounding (each states its error in its details);
+# the others keep the model's outputs to rounding and are checked that tight.
+APPROXIMATE = ('fp8_prefix_mlp',)
 
-__all__ = ['PASSES', 'PASS_NAMES', 'PassResult', 'enabled_passes', 'run_passes']
+__all__ = ['APPROXIMATE', 'PASSES', 'PASS_NAMES', 'PassResult', 'enabled_passes', 'run_passes']
 
 
 def enabled_passes(enabled: dict) -> tuple:
