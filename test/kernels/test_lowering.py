@@ -58,33 +58,33 @@ def test_eager_stages_are_left_alone(optimised):
     assert use_kernels(copy.deepcopy(modules)) == {}
 
 
-def test_export_names_the_operators(optimised):
+def _exported_targets(optimised, node_id) -> set:
+    """Operators the exported program of one stage switched onto the kernels calls; the program
+    computes what the passes' stage computes."""
     graph, _, passed, values = optimised
-    switched = {'denoise': copy.deepcopy(passed['denoise'])}
+    switched = {node_id: copy.deepcopy(passed[node_id])}
     use_kernels(switched)
-    args = tuple(_args(graph, 'denoise', values))
+    args = tuple(_args(graph, node_id, values))
     with torch.no_grad():
-        program = torch.export.export(switched['denoise'], args, strict=False)
-    targets = {str(n.target) for n in program.graph.nodes if n.op == 'call_function'}
+        program = torch.export.export(switched[node_id], args, strict=False)
+        got, want = program.module()(*args), passed[node_id](*args)
+    for a, b in zip(got if isinstance(got, tuple) else (got,),
+                    want if isinstance(want, tuple) else (want,)):
+        torch.testing.assert_close(a, b, atol=2e-5, rtol=0)
+    return {str(n.target) for n in program.graph.nodes if n.op == 'call_function'}
+
+
+def test_export_names_the_operators(optimised):
     assert {'lamp.rms_norm.default', 'lamp.ada_linear.default', 'lamp.ada_geglu.default',
-            'lamp.gated_linear.default', 'lamp.mqa_attention.default'} <= targets
-    torch.testing.assert_close(program.module()(*args), passed['denoise'](*args), atol=2e-5,
-                               rtol=0)
+            'lamp.gated_linear.default', 'lamp.mqa_attention.default'} <= \
+        _exported_targets(optimised, 'denoise')
 
 
 def test_fp8_prefix_exports_its_operator(optimised):
     """The FP8 prefix MLP on the kernel path: the GeGLU's rows made by `lamp::geglu_fp8` (on
     the CPU its reference; the Fp8Linears stay in float32 numbers: torch._scaled_mm is CUDA's)."""
-    graph, _, passed, values = optimised
-    switched = {'prefix': copy.deepcopy(passed['prefix'])}
-    use_kernels(switched)
-    args = tuple(_args(graph, 'prefix', values))
-    with torch.no_grad():
-        program = torch.export.export(switched['prefix'], args, strict=False)
-    targets = {str(n.target) for n in program.graph.nodes if n.op == 'call_function'}
+    targets = _exported_targets(optimised, 'prefix')
     assert 'lamp.geglu_fp8.default' in targets and 'lamp.geglu.default' not in targets
-    for got, want in zip(program.module()(*args), passed['prefix'](*args)):
-        torch.testing.assert_close(got, want, atol=2e-5, rtol=0)
 
 
 @pytest.mark.parametrize('form', ['fused', 'library', 'mixed'])
