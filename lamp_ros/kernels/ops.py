@@ -127,10 +127,9 @@ def fp8_rows_reference(x: torch.Tensor) -> tuple:
     return e4m3_round(xf / scale), scale
 
 
-def _fp8_fake(x: torch.Tensor, width: int) -> tuple:
+def _fp8_fake(x: torch.Tensor) -> tuple:
     codes_dtype = torch.float8_e4m3fn if x.device.type == 'cuda' else torch.float32
-    shape = (*x.shape[:-1], width)
-    return (torch.empty(shape, dtype=codes_dtype, device=x.device),
+    return (torch.empty(x.shape, dtype=codes_dtype, device=x.device),
             torch.empty((*x.shape[:-1], 1), dtype=torch.float32, device=x.device))
 
 
@@ -145,7 +144,7 @@ def fp8_rows(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 @fp8_rows.register_fake
 def _(x):
-    return _fp8_fake(x, x.shape[-1])
+    return _fp8_fake(x)
 
 
 @torch.library.custom_op('lamp::geglu_fp8', mutates_args=())
@@ -162,7 +161,7 @@ def geglu_fp8_reference(gate, up):
 
 @geglu_fp8.register_fake
 def _(gate, up):
-    return _fp8_fake(gate, gate.shape[-1])
+    return _fp8_fake(gate)
 
 
 # ---- masked_softmax: the attention probabilities of the eager code, heads folded into rows ----

@@ -20,6 +20,7 @@ import torch
 import triton
 import triton.language as tl
 
+from lamp_ros.kernels.triton_kernels import gelu_tanh as _gelu_tanh
 from lamp_ros.kernels.triton_kernels import grid_dependency as _grid_dependency
 from lamp_ros.kernels.triton_kernels import pdl_launch as _pdl_launch
 from lamp_ros.kernels.triton_kernels import rows as _rows
@@ -31,13 +32,6 @@ LOG2E = 1.4426950408889634
 def _precision(dtype) -> str:
     """float32 groups keep IEEE products (tf32 would break their 1e-4 parity)."""
     return 'ieee' if dtype == torch.float32 else 'tf32'
-
-
-@triton.jit
-def _gelu_tanh(g):
-    # 0.5 g (1 + tanh z) = g sigmoid(2z)
-    z = 0.7978845608028654 * (g + 0.044715 * g * g * g)
-    return g * tl.sigmoid(2.0 * z)
 
 
 @triton.jit

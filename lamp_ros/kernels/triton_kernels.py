@@ -100,6 +100,13 @@ def rope(x, cos, sin):
 
 
 @triton.jit
+def gelu_tanh(g):
+    """gelu with the tanh approximation, as 0.5 g (1 + tanh z) = g sigmoid(2z)."""
+    z = 0.7978845608028654 * (g + 0.044715 * g * g * g)
+    return g * tl.sigmoid(2.0 * z)
+
+
+@triton.jit
 def _geglu_kernel(gate_ptr, up_ptr, y_ptr, stride_gate, stride_up, n_cols,
                   BLOCK: tl.constexpr, PDL: tl.constexpr = 0):
     grid_dependency(PDL, 1)
@@ -108,9 +115,7 @@ def _geglu_kernel(gate_ptr, up_ptr, y_ptr, stride_gate, stride_up, n_cols,
     inside = cols < n_cols
     g = tl.load(gate_ptr + row * stride_gate + cols, mask=inside, other=0.0).to(tl.float32)
     u = tl.load(up_ptr + row * stride_up + cols, mask=inside, other=0.0).to(tl.float32)
-    # gelu, tanh approximation: 0.5 g (1 + tanh z) = g sigmoid(2z)
-    z = 0.7978845608028654 * (g + 0.044715 * g * g * g)
-    y = g * tl.sigmoid(2.0 * z) * u
+    y = gelu_tanh(g) * u
     tl.store(y_ptr + row * n_cols + cols, y.to(y_ptr.dtype.element_ty), mask=inside)
 
 
@@ -137,8 +142,7 @@ def _fp8_rows_kernel(x_ptr, up_ptr, codes_ptr, scale_ptr, stride_x, stride_up, n
     x = tl.load(x_ptr + row * stride_x + cols, mask=inside, other=0.0).to(tl.float32)
     if GEGLU:
         u = tl.load(up_ptr + row * stride_up + cols, mask=inside, other=0.0).to(tl.float32)
-        z = 0.7978845608028654 * (x + 0.044715 * x * x * x)
-        x = x * tl.sigmoid(2.0 * z) * u
+        x = gelu_tanh(x) * u
     amax = tl.maximum(tl.max(tl.abs(x), axis=0), 7.888609052210118e-31)  # 2^-100
     bits = amax.to(tl.int32, bitcast=True)
     e = ((bits >> 23) & 0xFF) - 127 - 8 + ((bits & 0x7FFFFF) > 0x600000).to(tl.int32)

@@ -68,3 +68,12 @@ def test_fp8_linear_is_the_linear_of_the_quantised_numbers():
     # scales are powers of two, so a bf16 copy of the module holds the same numbers
     half = Fp8Linear.from_linear(linear).to(torch.bfloat16)
     assert torch.equal(half.dequantized(), fp8.dequantized())
+
+
+def test_a_scale_the_module_dtype_cannot_hold_is_refused():
+    linear = torch.nn.Linear(16, 4).half()
+    with torch.no_grad():
+        linear.weight.mul_(1e-6)  # row scales near 2^-27: zero in float16
+    with pytest.raises(ValueError, match='not a torch.float16 number'):
+        Fp8Linear.from_linear(linear)
+    Fp8Linear.from_linear(linear.to(torch.bfloat16))  # bf16 has float32's exponent range

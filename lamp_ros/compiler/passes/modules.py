@@ -263,6 +263,9 @@ class Fp8Linear(nn.Module):
     def from_linear(cls, linear: nn.Linear) -> 'Fp8Linear':
         codes, scale = kernel_ops.fp8_rows_reference(linear.weight)
         dtype = linear.weight.dtype
+        if not torch.equal(scale.to(dtype).float(), scale):  # float16: 2^-25 and below are 0
+            raise ValueError(f'Fp8Linear: a weight row scale of {float(scale.min()):g} is not '
+                             f'a {dtype} number; quantise in bfloat16 or float32')
         return cls(codes.to(dtype), scale.view(-1).to(dtype),
                    None if linear.bias is None else linear.bias.detach().clone())
 
