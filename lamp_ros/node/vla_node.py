@@ -180,6 +180,9 @@ class VlaNode(LifecycleNode):
             self.runtime.close()
         self.runtime = None
         self.engine = None
+        # frozen objects are never collected: let the released artifact's go (configure freezes
+        # again what the next one loads)
+        gc.unfreeze()
 
     # ---- inputs ------------------------------------------------------------------------------
 
