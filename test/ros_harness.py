@@ -97,6 +97,7 @@ class RosHarness:
             self.proc.kill()
             out = self.proc.communicate()[0]
         self.executor.shutdown()
+        self.thread.join(timeout=10)  # no timer callback may run on a node being destroyed
         for node in (self.driver, self.sim):
             if node is not None:
                 node.destroy_node()
