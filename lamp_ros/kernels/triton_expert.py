@@ -212,7 +212,7 @@ def _mqa_kernel(q_ptr, kp_ptr, vp_ptr, cos_ptr, sin_ptr, mask_ptr, m_ptr, l_ptr,
                 out_ptr, n, T, heads, stride_q_b, stride_q_t, stride_kp_b, stride_kp_t,
                 stride_vp_b, stride_vp_t, row_blocks, prefix_splits, keys_per_split, qk_scale,
                 OWN: tl.constexpr, HALF: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
-                PRECISION: tl.constexpr, PDL: tl.constexpr = 0, ROTATED: tl.constexpr = 0):
+                PRECISION: tl.constexpr, PDL: tl.constexpr = 0):
     """Rows = (token, head) pairs of q (token-major, as q's memory is) against one K/V head.
 
     OWN (the expert): q_ptr is the raw qkv GEMM output; q and the tokens' own k are rotated
@@ -221,9 +221,7 @@ def _mqa_kernel(q_ptr, kp_ptr, vp_ptr, cos_ptr, sin_ptr, mask_ptr, m_ptr, l_ptr,
     rows; with more, each split leaves (max, sum, output) for `_mqa_combine_kernel`, as
     flash-decoding does. (Rotating a 64-key block of own keys holds four float32 (keys, d/2)
     tiles at once: 255 registers a thread and 58 spilled on the H200. Rotating 16 keys at a
-    time removed the spills but made the kernel slower, 16.8 -> 19.4 us: four serial blocks.)
-    ROTATED (with OWN): q_ptr is `_rope_qk_kernel`'s output instead, q and k already rotated
-    and q already scaled, so this kernel holds no float32 rotation tiles at all."""
+    time removed the spills but made the kernel slower, 16.8 -> 19.4 us: four serial blocks.)"""
     _grid_dependency(PDL, 1)
     pid = tl.program_id(0)
     split = tl.program_id(1)
@@ -237,18 +235,14 @@ def _mqa_kernel(q_ptr, kp_ptr, vp_ptr, cos_ptr, sin_ptr, mask_ptr, m_ptr, l_ptr,
     d = tl.arange(0, HALF)
     dtype = q_ptr.dtype.element_ty
     q_at = q_ptr + b * stride_q_b + t[:, None] * stride_q_t + h[:, None] * 2 * HALF
-    if ROTATED:  # rotated and scaled by _rope_qk_kernel
-        q1 = tl.load(q_at + d[None, :], mask=r_ok[:, None], other=0.0)
-        q2 = tl.load(q_at + HALF + d[None, :], mask=r_ok[:, None], other=0.0)
-    else:
-        q1 = tl.load(q_at + d[None, :], mask=r_ok[:, None], other=0.0).to(tl.float32)
-        q2 = tl.load(q_at + HALF + d[None, :], mask=r_ok[:, None], other=0.0).to(tl.float32)
-        if OWN:  # RoPE on q here
-            cs = (b * n + t)[:, None] * HALF + d[None, :]
-            c = tl.load(cos_ptr + cs)
-            s_ = tl.load(sin_ptr + cs)
-            q1, q2 = q1 * c - q2 * s_, q2 * c + q1 * s_
-        q1, q2 = (q1 * qk_scale).to(dtype), (q2 * qk_scale).to(dtype)  # log2 units
+    q1 = tl.load(q_at + d[None, :], mask=r_ok[:, None], other=0.0).to(tl.float32)
+    q2 = tl.load(q_at + HALF + d[None, :], mask=r_ok[:, None], other=0.0).to(tl.float32)
+    if OWN:  # RoPE on q here
+        cs = (b * n + t)[:, None] * HALF + d[None, :]
+        c = tl.load(cos_ptr + cs)
+        s_ = tl.load(sin_ptr + cs)
+        q1, q2 = q1 * c - q2 * s_, q2 * c + q1 * s_
+    q1, q2 = (q1 * qk_scale).to(dtype), (q2 * qk_scale).to(dtype)  # log2 units
     width = T + n if OWN else T  # the mask's row length: prefix keys[, then the action tokens]
     mask_row = mask_ptr + (b * n + t)[:, None] * width
     m_i = tl.full((BM,), float('-inf'), dtype=tl.float32)
@@ -278,16 +272,12 @@ def _mqa_kernel(q_ptr, kp_ptr, vp_ptr, cos_ptr, sin_ptr, mask_ptr, m_ptr, l_ptr,
             jj = tl.where(key_ok, j, 0)
             k_at = q_ptr + b * stride_q_b + jj[:, None] * stride_q_t + heads * 2 * HALF \
                 + d[None, :]
-            if ROTATED:
-                k1 = tl.load(k_at, mask=key_ok[:, None], other=0.0)
-                k2 = tl.load(k_at + HALF, mask=key_ok[:, None], other=0.0)
-            else:
-                k1 = tl.load(k_at, mask=key_ok[:, None], other=0.0).to(tl.float32)
-                k2 = tl.load(k_at + HALF, mask=key_ok[:, None], other=0.0).to(tl.float32)
-                kcs = (b * n + jj)[:, None] * HALF + d[None, :]
-                kc = tl.load(cos_ptr + kcs)
-                ksn = tl.load(sin_ptr + kcs)
-                k1, k2 = (k1 * kc - k2 * ksn).to(dtype), (k2 * kc + k1 * ksn).to(dtype)
+            k1 = tl.load(k_at, mask=key_ok[:, None], other=0.0).to(tl.float32)
+            k2 = tl.load(k_at + HALF, mask=key_ok[:, None], other=0.0).to(tl.float32)
+            kcs = (b * n + jj)[:, None] * HALF + d[None, :]
+            kc = tl.load(cos_ptr + kcs)
+            ksn = tl.load(sin_ptr + kcs)
+            k1, k2 = (k1 * kc - k2 * ksn).to(dtype), (k2 * kc + k1 * ksn).to(dtype)
             v1 = tl.load(k_at + 2 * HALF, mask=key_ok[:, None], other=0.0)
             v2 = tl.load(k_at + 3 * HALF, mask=key_ok[:, None], other=0.0)
             keep = tl.load(mask_row + T + j[None, :], mask=r_ok[:, None] & key_ok[None, :],
@@ -308,32 +298,6 @@ def _mqa_kernel(q_ptr, kp_ptr, vp_ptr, cos_ptr, sin_ptr, mask_ptr, m_ptr, l_ptr,
         out_at = out_ptr + (b * rows_total + r)[:, None] * 2 * HALF + d[None, :]
         tl.store(out_at, (acc1 / l_i[:, None]).to(dtype), mask=r_ok[:, None])
         tl.store(out_at + HALF, (acc2 / l_i[:, None]).to(dtype), mask=r_ok[:, None])
-
-
-@triton.jit
-def _rope_qk_kernel(qkv_ptr, out_ptr, cos_ptr, sin_ptr, stride_in, heads, qk_scale,
-                    HEADS: tl.constexpr, HALF: tl.constexpr):
-    """One action token per program: its raw q/k/v row (heads + 2 heads of 2 * HALF) ->
-    q rotated and scaled to log2 units, k rotated, v copied, all rounded once to the input
-    dtype, in the same float32 steps as `_mqa_kernel`'s own rotation (so either path gives the
-    same bits)."""
-    row = tl.program_id(0)
-    h = tl.arange(0, HEADS)
-    d = tl.arange(0, HALF)
-    h_ok = (h < heads + 2)[:, None]
-    at = h[:, None] * 2 * HALF + d[None, :]
-    x1 = tl.load(qkv_ptr + row * stride_in + at, mask=h_ok, other=0.0).to(tl.float32)
-    x2 = tl.load(qkv_ptr + row * stride_in + at + HALF, mask=h_ok, other=0.0).to(tl.float32)
-    rotate = (h <= heads)[:, None]  # q heads and k; v (the last head) only copied
-    c = tl.where(rotate, tl.load(cos_ptr + row * HALF + d)[None, :], 1.0)
-    s = tl.where(rotate, tl.load(sin_ptr + row * HALF + d)[None, :], 0.0)
-    y1, y2 = x1 * c - x2 * s, x2 * c + x1 * s
-    scale = tl.where((h < heads)[:, None], qk_scale, 1.0)
-    y1 = tl.where((h < heads)[:, None], y1 * scale, y1)
-    y2 = tl.where((h < heads)[:, None], y2 * scale, y2)
-    dtype = out_ptr.dtype.element_ty
-    tl.store(out_ptr + row * (heads + 2) * 2 * HALF + at, y1.to(dtype), mask=h_ok)
-    tl.store(out_ptr + row * (heads + 2) * 2 * HALF + at + HALF, y2.to(dtype), mask=h_ok)
 
 
 @triton.jit
@@ -360,19 +324,9 @@ def _mqa_combine_kernel(m_ptr, l_ptr, acc_ptr, out_ptr, rows_total, splits,
 
 
 def _attend(q, stride_q, k, v, mask, heads, scale, n, T, d, block_m, block_n, keys_per_split,
-            warps, stages, own, cos=None, sin=None, pdl=0, rotated=0):
-    """Launch `_mqa_kernel` -> (b, n, heads * d); q rows are token-major, k/v (b, T, d).
-    rotated (with own): rotate q and the own k first, in `_rope_qk_kernel`."""
+            warps, stages, own, cos=None, sin=None, pdl=0):
+    """Launch `_mqa_kernel` -> (b, n, heads * d); q rows are token-major, k/v (b, T, d)."""
     b = q.shape[0]
-    if own and rotated:
-        if stride_q[0] != n * stride_q[1]:
-            raise ValueError('mqa_attention: qkv rows of one batch item must be contiguous')
-        qr = torch.empty((b, n, (heads + 2) * d), dtype=q.dtype, device=q.device)
-        _rope_qk_kernel[(b * n,)](q, qr, cos.float().contiguous(), sin.float().contiguous(),
-                                  stride_q[1], heads, scale * LOG2E,
-                                  HEADS=triton.next_power_of_2(heads + 2), HALF=d // 2,
-                                  num_warps=4)
-        q, stride_q = qr, qr.stride()[:2]
     kp, vp = k.reshape(b, T, d), v.reshape(b, T, d)
     kp = kp if kp.stride(2) == 1 else kp.contiguous()
     vp = vp if vp.stride(2) == 1 else vp.contiguous()
@@ -388,7 +342,7 @@ def _attend(q, stride_q, k, v, mask, heads, scale, n, T, d, block_m, block_n, ke
         m = torch.empty((b, splits, rows), **f32)
         l_ = torch.empty((b, splits, rows), **f32)
         acc = torch.empty((b, splits, rows, d), **f32)
-    if own and not rotated:
+    if own:
         cos, sin = cos.float().contiguous(), sin.float().contiguous()
     else:
         cos = sin = out
@@ -396,8 +350,8 @@ def _attend(q, stride_q, k, v, mask, heads, scale, n, T, d, block_m, block_n, ke
         q, kp, vp, cos, sin, keep, m, l_, acc, out, n, T, heads, stride_q[0],
         stride_q[1], kp.stride(0), kp.stride(1), vp.stride(0), vp.stride(1), row_blocks,
         prefix_splits, keys_per_split, scale * LOG2E, OWN=own, HALF=d // 2, BM=block_m,
-        BN=block_n, PRECISION=_precision(q.dtype), PDL=pdl, ROTATED=int(bool(own and rotated)),
-        num_warps=warps, num_stages=stages, **_pdl_launch(pdl))
+        BN=block_n, PRECISION=_precision(q.dtype), PDL=pdl, num_warps=warps, num_stages=stages,
+        **_pdl_launch(pdl))
     if splits > 1:
         _mqa_combine_kernel[(b * rows,)](m, l_, acc, out, rows, splits,
                                          SPLITS=triton.next_power_of_2(splits), D=d,
@@ -412,20 +366,16 @@ def mqa_attention(qkv, k_prefix, v_prefix, cos, sin, mask, heads, scale, tiles):
 
     One program per (block of query rows, slice of keys) keeps the GPU busy at 50 queries; a
     second kernel merges the slices' (max, sum, output) as flash-decoding does. tiles =
-    (block_m, block_n, keys_per_split, warps, stages[, pdl[, rotated]]): pdl as in
-    expert_gemm; rotated = 1 rotates q and the tokens' k in a kernel of their own first
-    (`_rope_qk_kernel`, one launch more) instead of in every program that reads them."""
+    (block_m, block_n, keys_per_split, warps, stages[, pdl]): pdl as in expert_gemm."""
     block_m, block_n, keys_per_split, warps, stages = tiles[:5]
     pdl = tiles[5] if len(tiles) > 5 else 0
-    rotated = tiles[6] if len(tiles) > 6 else 0
     b, n, width = qkv.shape
     T, d = k_prefix.shape[1], k_prefix.shape[-1]
     if width != (heads + 2) * d or qkv.stride(2) != 1:
         raise ValueError(f'mqa_attention: qkv {tuple(qkv.shape)} is not q/k/v of {heads} heads '
                          f'of {d}')
     return _attend(qkv, qkv.stride()[:2], k_prefix, v_prefix, mask, heads, scale, n, T, d,
-                   block_m, block_n, keys_per_split, warps, stages, True, cos, sin, pdl,
-                   rotated)
+                   block_m, block_n, keys_per_split, warps, stages, True, cos, sin, pdl)
 
 
 def mqa_flash(q, k, v, mask, heads, scale, tiles):

@@ -1,10 +1,11 @@
 """Which of the remaining small levers of pi05_full pay on the H200? Measured side by side, each
 against what the artifact runs today, at the full policy's shapes, before any compiler work:
 
-  expert attention   `_mqa_kernel` rotating q and the own k in every program (today) against
-                     rotating them once in `_rope_qk_kernel` first (tiles' seventh value), with
-                     tilings the spill-free kernel may now afford; timed as the build tunes it
-                     (18 layers, each on its own prefix K/V), registers and spills listed
+  expert attention   (measured at commit 828de0b, whose _rope_qk_kernel rotated q and the
+                     tokens' own k once before `_mqa_kernel` instead of in every program:
+                     254 registers and no spills instead of 255 and 58, yet 14.2 us per call
+                     against 13.3, and no other tiling won; the form was reverted, and
+                     bench/results/levers_probe_h200.json keeps those figures)
   prefix attention   two GEMMs around lamp::masked_softmax (today) against
                      scaled_dot_product_attention with the finite-fill bias, per backend
   vision fc1 + gelu  cuBLAS GEMM + bias then a GELU kernel (today) against cuBLASLt's
@@ -13,6 +14,12 @@ against what the artifact runs today, at the full policy's shapes, before any co
                      use_fast_accum: time and error against float32 sums of the same codes
 
     python3 scripts/device/levers_probe.py [--out FILE.json]
+
+Measured on the H200 (2026-12-01, bench/results/levers_probe_h200.json): the prefix attention's
+SDPA forms took 67-80 us against 34 (kept); the GELU epilogue 15.7 us against 18.7 per vision
+fc1 (taken: the lowering's gelu_epilogue); fast accumulation gate/up 134 -> 111 us with the
+GEMM's relative error 1.7e-3 -> 1.9e-3 (taken: the fp8_fast_accumulation pass), down 57 -> 55 us
+with it doubled (left exact).
 """
 
 import argparse
@@ -25,56 +32,13 @@ from torch.nn import functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 sys.path.insert(0, os.getcwd())
-from lamp_ros.kernels import ops, triton_expert as te, tuning  # noqa: E402
+from lamp_ros.kernels import ops, tuning  # noqa: E402
 
-ROWS, HEADS, D, PREFIX, LAYERS = 50, 8, 256, 968, 18
-TODAY = [16, 64, 128, 4, 1]
-ROTATED = [[16, 64, 128, 4, 1, 0, 1], [16, 64, 256, 4, 1, 0, 1], [32, 64, 128, 4, 1, 0, 1],
-           [32, 64, 256, 4, 1, 0, 1], [16, 64, 128, 4, 2, 0, 1], [16, 32, 128, 4, 2, 0, 1],
-           [64, 64, 128, 8, 1, 0, 1], [64, 64, 256, 8, 1, 0, 1], [32, 64, 128, 8, 1, 0, 1],
-           [16, 128, 256, 4, 1, 0, 1]]
+HEADS, D, PREFIX = 8, 256, 968
 
 
 def rel(a, b):
     return float((a.float() - b.float()).norm() / b.float().norm())
-
-
-def spills(fn):
-    out = []
-    for cache in fn.device_caches.values():
-        for kernel in cache[0].values():
-            out.append({'regs': kernel.n_regs, 'spills': kernel.n_spills,
-                        'warps': kernel.metadata.num_warps})
-    return out
-
-
-def expert_attention():
-    dev, bf = 'cuda', torch.bfloat16
-    qkv = torch.randn(1, ROWS, (HEADS + 2) * D, dtype=bf, device=dev)
-    kv = [torch.randn(2, 1, PREFIX, 1, D, dtype=bf, device=dev) for _ in range(LAYERS)]
-    pos = torch.arange(PREFIX, PREFIX + ROWS, device=dev)[None]
-    freq = 10000.0 ** (-torch.arange(D // 2, device=dev, dtype=torch.float32) / (D // 2))
-    angle = pos.float()[..., None] * freq
-    cos, sin = angle.cos(), angle.sin()
-    mask = torch.ones(1, ROWS, PREFIX + ROWS, dtype=torch.bool, device=dev)
-    mask[..., 900:PREFIX] = False  # some padding in the prompt
-    args = lambda i: (qkv, *kv[i], cos, sin, mask, HEADS, D ** -0.5)  # noqa: E731
-    want = ops.mqa_attention_reference(*args(0))
-    base = te.mqa_attention(*args(0), TODAY)
-    out = {}
-    for tiles in [TODAY, *ROTATED]:
-        try:
-            got = te.mqa_attention(*args(0), tiles)
-            us = tuning.gpu_time_ms(lambda: [te.mqa_attention(*args(i), tiles)
-                                             for i in range(LAYERS)]) / LAYERS * 1e3
-            out[str(tiles)] = {'us': round(us, 2), 'rel_error': rel(got, want),
-                               'bit_identical_to_today': bool(torch.equal(got, base))}
-        except Exception as exc:
-            out[str(tiles)] = f'rejected: {type(exc).__name__}: {str(exc)[-200:]}'
-        print('expert attention', tiles, out[str(tiles)], flush=True)
-    out['resources'] = {'_mqa_kernel': spills(te._mqa_kernel),
-                        '_rope_qk_kernel': spills(te._rope_qk_kernel)}
-    return out
 
 
 def prefix_attention():
@@ -183,8 +147,7 @@ def main():
     args = parser.parse_args()
     torch.manual_seed(0)
     report = {'gpu': torch.cuda.get_device_name(), 'torch': torch.__version__}
-    for name, fn in (('expert_attention', expert_attention),
-                     ('prefix_attention', prefix_attention), ('vision_fc1_gelu', vision_gelu),
+    for name, fn in (('prefix_attention', prefix_attention), ('vision_fc1_gelu', vision_gelu),
                      ('fp8_accumulation', fp8_accumulation)):
         try:
             report[name] = fn()

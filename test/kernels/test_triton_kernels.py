@@ -115,8 +115,6 @@ def test_expert_gemms_match_the_reference(splits, swap):
 @pytest.mark.parametrize('tiles, n', [([16, 16, 16, 4, 1], 7), ([32, 16, 32, 4, 2], 7),
                                       ([16, 16, 64, 4, 1], 7),
                                       ([16, 16, 16, 4, 1, 0], 7),  # sixth: dependent launch off
-                                      ([16, 16, 16, 4, 1, 0, 1], 7),  # seventh: rotated first
-                                      ([32, 16, 32, 4, 2, 0, 1], 37),
                                       ([16, 16, 16, 4, 1], 37)])  # own keys in 3 blocks
 def test_expert_attention_matches_the_reference(tiles, n):
     torch.manual_seed(0)
