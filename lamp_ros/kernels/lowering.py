@@ -8,7 +8,8 @@ linears (the fp8_prefix_mlp pass) of a bf16 stage become float8 codes for torch.
 with their rows quantised by `lamp::fp8_rows` / `lamp::geglu_fp8`, and an
 attention fused by its pass with one K/V head becomes two GEMMs with every query head as rows
 around `lamp::masked_softmax` (on the H200 the fused cuDNN kernel, given one (batch, head) of
-work, ran 93 us per call at the expert's 50 queries: 53% of the inference). Stages still
+work, ran 93 us per call at the expert's 50 queries: 53% of the inference), and the vision
+blocks' fc1 takes its GELU in the cuBLASLt epilogue (on a GPU; VisionBlock.hidden). Stages still
 in the eager form (no graph pass ran) are left alone. The numbers are those of the float32
 reference code, rounded once instead of after every op, so parity holds at the group precision.
 
@@ -25,12 +26,13 @@ import torch
 
 from lamp_ros.compiler.passes.expert_kernels import LIBRARY, ExpertKernels
 from lamp_ros.compiler.passes.modules import (Attention, DecoderLayer, Fp8Linear, GeGLU,
-                                              Rotary, StepAdaRMSNorm, UnitRMSNorm)
+                                              Rotary, StepAdaRMSNorm, UnitRMSNorm, VisionBlock)
 from lamp_ros.compiler.passes.stages import ExpertStage, PrefixStage
 from lamp_ros.kernels import tuning
 
 SWITCHED = {UnitRMSNorm: 'rms_norm', StepAdaRMSNorm: 'ada_rms_norm', Rotary: 'rope',
-            GeGLU: 'geglu', DecoderLayer: 'residual_epilogues', Attention: 'attention'}
+            GeGLU: 'geglu', DecoderLayer: 'residual_epilogues', Attention: 'attention',
+            VisionBlock: 'gelu_epilogue'}
 
 
 def use_kernels(modules: dict, tuning_out: dict | None = None) -> dict:

@@ -7,6 +7,8 @@ Usage: python3 scripts/device/kernels_check.py   (prints one line per kernel and
 """
 
 import torch
+from torch.nn import functional as F
+
 from lamp_ros.kernels import ops, triton_kernels, tuning
 
 
@@ -49,6 +51,7 @@ def main() -> None:
         ok &= check(f'masked_softmax {n}x8x{m}', triton_kernels.masked_softmax,
                     ops.masked_softmax_reference, (scores, mask, 8, 1 / 16), 0.01)
     ok &= check_fp8()
+    ok &= check_gelu_epilogue()
     ok &= check_expert_layer()
     print('all kernels match' if ok else 'SOME KERNELS DO NOT MATCH')
     raise SystemExit(0 if ok else 1)
@@ -83,9 +86,9 @@ def check_fp8() -> bool:
               f'{same_scale} ({status}); '
               f'kernel {t_fast * 1e3:7.1f} us, eager chain {t_ref * 1e3:7.1f} us', flush=True)
         ok &= status == 'ok'
-    for n, k in ((32768, 2048), (2048, 16384)):
+    for n, k, fast in ((32768, 2048, False), (32768, 2048, True), (2048, 16384, False)):
         linear = torch.nn.Linear(k, n, bias=False, device=dev, dtype=bf16)
-        fp8 = Fp8Linear.from_linear(linear)
+        fp8 = Fp8Linear.from_linear(linear, fast_accumulation=fast)
         a = torch.randn(1, 968, k, dtype=bf16, device=dev)
         want = fp8(a).float()
         fp8.use_kernel()
@@ -94,10 +97,38 @@ def check_fp8() -> bool:
         t_fp8 = tuning.gpu_time_ms(lambda: fp8(a))
         t_bf16 = tuning.gpu_time_ms(lambda: linear(a))
         status = 'ok' if err <= 1e-2 else 'MISMATCH'
-        print(f'fp8 linear 968x{n}x{k}{"":14s} err {err:.2g} of max |ref| ({status}); '
+        mode = 'fast sums' if fast else 'fp32 sums'
+        print(f'fp8 linear 968x{n}x{k} {mode:13s} err {err:.2g} of max |ref| ({status}); '
               f'quantise + _scaled_mm {t_fp8 * 1e3:7.1f} us, bf16 linear {t_bf16 * 1e3:7.1f} '
               f'us', flush=True)
         ok &= status == 'ok'
+    return ok
+
+
+def check_gelu_epilogue() -> bool:
+    """The vision fc1's GELU in the cuBLASLt epilogue (VisionBlock.hidden on the kernel path):
+    the tanh GELU the encoder was trained with, not the erf one (told apart in float32, where
+    they differ by up to 5e-4 and the GEMMs by far less), then in bf16 against float32."""
+    from lamp_ros.compiler.passes.modules import VisionBlock
+    torch.manual_seed(0)
+    dev = 'cuda'
+    block = VisionBlock(16, None, None, None, None, torch.nn.Linear(1152, 4304, device=dev),
+                        None)
+    block.kernel = True
+    h = torch.randn(768, 1152, device=dev)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    with torch.no_grad():
+        got = block.hidden(h)
+        linear = block.fc1(h)
+        to_tanh = float((got - F.gelu(linear, approximate='tanh')).abs().max())
+        to_erf = float((got - F.gelu(linear)).abs().max())
+        block.to(torch.bfloat16)
+        got16 = block.hidden(h.bfloat16()).float()
+        err16 = float((got16 - F.gelu(linear, approximate='tanh')).abs().max())
+    ok = to_tanh < to_erf / 10 and err16 < 0.05
+    print(f'vision fc1 GELU epilogue 768x4304   float32: {to_tanh:.2g} from tanh GELU, '
+          f'{to_erf:.2g} from erf; bf16: {err16:.2g} ({"ok" if ok else "MISMATCH"})',
+          flush=True)
     return ok
 
 
@@ -164,6 +195,6 @@ def check_expert_layer(rows=50, width=1024, heads=8, d=256, mlp=4096, prefix=968
 
 if __name__ == '__main__':
     import sys
-    if sys.argv[1:] == ['fp8']:  # the FP8 kernels alone
-        raise SystemExit(0 if check_fp8() else 1)
+    if sys.argv[1:] == ['fp8']:  # the FP8 kernels alone, and the GELU epilogue
+        raise SystemExit(0 if check_fp8() & check_gelu_epilogue() else 1)
     main()

@@ -147,6 +147,12 @@ def test_fp8_after_every_other_pass_stays_close(stages):
     details = results['fp8_prefix_mlp'].details['prefix']
     assert details['mlp_layers'] == 1 and details['linears'] == 2  # the last layer is K/V only
     assert 0 < details['weight_rel_error_max'] < 0.04  # e4m3: 4 significant bits
+    # the GPU sums gate/up in cuBLASLt's fast mode, down with float32 promotion (module doc)
+    assert details['gpu_accumulation'] == {'gate_up': 'fast', 'down': 'float32'}
+    mlp = optimised['prefix'].layers[0].mlp
+    assert [getattr(mlp.in_proj, attr).fast_accumulation
+            for attr, _, _ in mlp.in_proj.parts] == [True]
+    assert mlp.down_proj.fast_accumulation is False
     assert _rel_l2(_chained_actions(graph, optimised, values), values['denoise.actions']) < 1e-2
     _, again = run_passes(optimised, {name: True for name in PASS_NAMES})
     assert not any(r.changed for r in again.values())

@@ -77,3 +77,37 @@ def test_a_scale_the_module_dtype_cannot_hold_is_refused():
     with pytest.raises(ValueError, match='not a torch.float16 number'):
         Fp8Linear.from_linear(linear)
     Fp8Linear.from_linear(linear.to(torch.bfloat16))  # bf16 has float32's exponent range
+
+
+@pytest.mark.parametrize('fast', [False, True])
+def test_the_kernel_form_sums_as_its_module_says(fast):
+    """The kernel form's GEMM is torch._scaled_mm over float8 codes (this CPU's torch has it, so
+    the kernel path itself runs here): it computes the quantised linear, and the exported
+    program (what a GPU artifact runs) carries the module's accumulation mode. Whether the fast
+    mode is faster and how exact it stays are GPU questions: scripts/device/levers_probe.py."""
+    torch.manual_seed(0)
+    linear = torch.nn.Linear(64, 48, bias=False).to(torch.bfloat16)
+    fp8 = Fp8Linear.from_linear(linear, fast_accumulation=fast)
+    want_weight = fp8.dequantized()
+    fp8.use_kernel()
+    x = torch.randn(7, 64, dtype=torch.bfloat16)
+    codes, scale = ops.fp8_rows_reference(x)
+    codes = codes.to(torch.float8_e4m3fn)  # what lamp::fp8_rows gives on a GPU
+
+    class Rows(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fp8 = fp8
+
+        def forward(self, c, s):
+            return self.fp8.from_rows(c, s, torch.bfloat16)
+
+    want = (codes.float() * scale) @ want_weight.t()
+    with torch.no_grad():
+        torch.testing.assert_close(Rows()(codes, scale).float(), want, atol=0.05, rtol=0.01)
+        program = torch.export.export(Rows(), (codes, scale), strict=False)
+    calls = [n for n in program.graph.nodes if n.target == torch.ops.aten._scaled_mm.default]
+    assert len(calls) == 1
+    names = [a.name for a in calls[0].target._schema.arguments]
+    arguments = {**dict(zip(names, calls[0].args)), **calls[0].kwargs}
+    assert arguments.get('use_fast_accum', False) == fast

@@ -45,7 +45,7 @@ def test_kernels_keep_every_stage_output(optimised):
     counts = use_kernels(switched)
     assert counts == {'rms_norm': 3, 'ada_rms_norm': 5, 'rope': 2, 'geglu': 3,
                       'residual_epilogues': 4, 'attention': 4, 'expert_layer': 2,
-                      'flash_attention': 1}, counts
+                      'flash_attention': 1, 'gelu_epilogue': 2}, counts
     for node_id in ('vision', 'prefix', 'denoise'):
         args = _args(graph, node_id, values)
         for got, want in zip(_outputs(switched[node_id], args), _outputs(passed[node_id], args)):
