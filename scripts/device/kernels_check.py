@@ -116,7 +116,8 @@ def check_gelu_epilogue() -> bool:
                         None)
     block.kernel = True
     h = torch.randn(768, 1152, device=dev)
-    torch.backends.cuda.matmul.allow_tf32 = False
+    tf32 = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False  # float32 GEMMs in float32 (the default)
     with torch.no_grad():
         got = block.hidden(h)
         linear = block.fc1(h)
@@ -125,6 +126,7 @@ def check_gelu_epilogue() -> bool:
         block.to(torch.bfloat16)
         got16 = block.hidden(h.bfloat16()).float()
         err16 = float((got16 - F.gelu(linear, approximate='tanh')).abs().max())
+    torch.backends.cuda.matmul.allow_tf32 = tf32
     ok = to_tanh < to_erf / 10 and err16 < 0.05
     print(f'vision fc1 GELU epilogue 768x4304   float32: {to_tanh:.2g} from tanh GELU, '
           f'{to_erf:.2g} from erf; bf16: {err16:.2g} ({"ok" if ok else "MISMATCH"})',
