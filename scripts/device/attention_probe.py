@@ -1,0 +1,211 @@
+"""Would FlashAttention-2 (the one inside PyTorch) beat lamp's attention forms on the H200, if
+the prefix's key padding became a key count instead of a mask? Measured side by side at the full
+policy's shapes, before any compiler work.
+
+pi0.5's masks are key padding only for every row anybody reads: a valid prefix token sees every
+valid prefix token, an action token every valid prefix token and every action token (padding
+query rows see nothing; their outputs only feed their own K/V, which nobody sees). So with the
+valid prefix tokens first, the attention is unmasked over the first `valid` keys, which
+FlashAttention takes as `seqused_k` (a device tensor: no new shapes, CUDA-graph safe).
+
+  prefix attention   968 queries x 8 heads against the one K/V head, 900 valid keys: two GEMMs
+                     around lamp::masked_softmax (today) against FA2 with seqused_k, and SDPA
+                     (cuDNN, flash) on the first 900 keys for comparison
+  expert attention   50 queries x 8 heads against 900 valid prefix keys + 50 own keys, each of
+                     18 layers on its own K/V: lamp::mqa_attention (today, RoPE of q and the
+                     own k inside) against FA2 over a K/V buffer with the own keys written after
+                     the valid ones (q and k rotated before: lamp::rope's time is listed)
+  attention merge    lamp::mqa_attention's key slices merged by a second kernel (today) or by
+                     the last slice of each row block to finish (merge = 1)
+  vision add + norm  the residual add then LayerNorm (today) against the LayerNorm alone: what a
+                     fused add + LayerNorm kernel could save at most
+
+    python3 scripts/device/attention_probe.py [--out FILE.json]
+"""
+
+import argparse
+import json
+import os
+import sys
+
+import torch
+from torch.nn import functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+sys.path.insert(0, os.getcwd())
+from bench.gpu_pi05 import rel_error as rel  # noqa: E402
+from lamp_ros.kernels import ops, triton_expert, tuning  # noqa: E402
+
+HEADS, D, PREFIX, VALID, HORIZON, LAYERS = 8, 256, 968, 900, 50, 18
+DEV, BF = 'cuda', torch.bfloat16
+
+
+def flash(q, k, v, used_k, splits=None):
+    """FA2 varlen over one sequence: q (n, heads, d), k/v (m, 1, d), the first used_k keys."""
+    n, m = q.shape[0], k.shape[0]
+    cu_q = torch.tensor([0, n], dtype=torch.int32, device=DEV)
+    cu_k = torch.tensor([0, m], dtype=torch.int32, device=DEV)
+
+    op = torch.ops.aten._flash_attention_forward.default
+    descales = (None,) * 3 if 'q_descale' in str(op._schema) else ()  # torch 2.11's schema
+    split = {} if 'num_splits' not in str(op._schema) else {'num_splits': splits}
+
+    def run():
+        return op(q, k, v, cu_q, cu_k, n, m, 0.0, False, False, *descales, scale=D ** -0.5,
+                  seqused_k=used_k, **split)[0]
+    return run
+
+
+def timed(name, fn, want=None, rows=None, per=1, section=None):
+    try:
+        got = fn()
+        us = tuning.gpu_time_ms(fn) * 1e3 / per
+        row = {'us': round(us, 2)}
+        if want is not None:
+            got = got if not isinstance(got, list) else got[0]
+            got = got.reshape(want.shape)
+            sel = slice(None) if rows is None else slice(0, rows)
+            row['rel_error'] = rel(got[:, sel] if got.dim() > 2 else got[sel],
+                                   want[:, sel] if want.dim() > 2 else want[sel])
+            row['finite'] = bool(torch.isfinite(got).all())
+    except Exception as exc:
+        row = f'rejected: {type(exc).__name__}: {str(exc)[-300:]}'
+    print(section, name, row, flush=True)
+    return row
+
+
+def prefix_attention():
+    n, b = PREFIX, 1
+    q = torch.randn(b, n, HEADS, D, dtype=BF, device=DEV)
+    k, v = torch.randn(2, b, n, 1, D, dtype=BF, device=DEV)
+    valid = torch.zeros(b, n, dtype=torch.bool, device=DEV)
+    valid[:, :VALID] = True
+    mask = valid[:, None, :] & valid[:, :, None]  # as make_attention_mask builds it
+    scale = D ** -0.5
+    want = ops.mqa_flash_reference(q, k, v, mask, HEADS, scale)
+
+    def today():
+        scores = torch.matmul(q.reshape(b, n * HEADS, D), k.reshape(b, n, D).transpose(1, 2))
+        probs = ops.masked_softmax(scores, mask, HEADS, scale)
+        return torch.matmul(probs, v.reshape(b, n, D)).reshape(b, n, HEADS * D)
+
+    used = torch.tensor([VALID], dtype=torch.int32, device=DEV)
+    out = {'today (GEMMs + masked_softmax)': timed('today', today, want, VALID,
+                                                   section='prefix')}
+    for splits in (None, 1):
+        out[f'fa2 seqused_k, num_splits={splits}'] = timed(
+            f'fa2 {splits}', flash(q[0], k[0], v[0], used, splits), want, VALID,
+            section='prefix')
+    kt, vt = k[:, :VALID].transpose(1, 2), v[:, :VALID].transpose(1, 2)
+    for name, backend, gqa in (('cudnn', SDPBackend.CUDNN_ATTENTION, False),
+                               ('flash', SDPBackend.FLASH_ATTENTION, True),
+                               ('flash', SDPBackend.FLASH_ATTENTION, False)):
+        def sdpa():
+            kk, vv = (kt, vt) if gqa else (kt.expand(b, HEADS, VALID, D),
+                                           vt.expand(b, HEADS, VALID, D))
+            with sdpa_kernel([backend]):
+                o = F.scaled_dot_product_attention(q.transpose(1, 2), kk, vv, enable_gqa=gqa)
+            return o.transpose(1, 2).reshape(b, n, HEADS * D)
+        out[f'sdpa {name} first {VALID} keys, gqa={gqa}'] = timed(
+            f'sdpa {name} gqa={gqa}', sdpa, want, VALID, section='prefix')
+    return out
+
+
+def expert_attention():
+    b, n, T = 1, HORIZON, PREFIX
+    qkv = [torch.randn(b, n, (HEADS + 2) * D, dtype=BF, device=DEV) for _ in range(LAYERS)]
+    kv = [torch.randn(2, b, T, 1, D, dtype=BF, device=DEV) for _ in range(LAYERS)]
+    angle = torch.randn(b, n, D // 2, device=DEV)
+    cos, sin = angle.cos(), angle.sin()
+    mask = torch.zeros(b, n, T + n, dtype=torch.bool, device=DEV)
+    mask[:, :, :VALID] = True
+    mask[:, :, T:] = True
+    scale = D ** -0.5
+    want = ops.mqa_attention_reference(qkv[0], *kv[0], cos, sin, mask, HEADS, scale)
+    tiles = [16, 64, 128, 4, 1]  # the H200's choice (kernels/tiles/nvidia_h200.json)
+
+    def today():
+        return [ops.mqa_attention(qkv[i], *kv[i], cos, sin, mask, HEADS, scale, tiles)
+                for i in range(LAYERS)]
+
+    out = {'today (lamp::mqa_attention, RoPE inside)': timed('today', today, want,
+                                                             per=LAYERS, section='expert')}
+    # FA2's inputs: q rotated (n, heads, d); the prefix K/V with the own keys after the valid
+    # ones (the rotation and that write would be one small kernel before it)
+    q_rot, k_own, v_own = [], [], []
+    for i in range(LAYERS):
+        q, k, v = qkv[i].split([HEADS * D, D, D], dim=-1)
+        q_rot.append(ops.rope(q.reshape(b, n, HEADS, D), cos, sin)[0].contiguous())
+        k_own.append(ops.rope(k.reshape(b, n, 1, D), cos, sin)[0])
+        v_own.append(v.reshape(n, 1, D))
+    buffers = []
+    for i in range(LAYERS):
+        kb = torch.cat([kv[i][0][0, :VALID], k_own[i], kv[i][0][0, VALID:]], 0).contiguous()
+        vb = torch.cat([kv[i][1][0, :VALID], v_own[i], kv[i][1][0, VALID:]], 0).contiguous()
+        buffers.append((kb, vb))
+    used = torch.tensor([VALID + n], dtype=torch.int32, device=DEV)
+    x = qkv[0][..., :HEADS * D].reshape(b, n, HEADS, D)
+    out['lamp::rope of q (one call)'] = timed('rope q', lambda: ops.rope(x, cos, sin),
+                                              section='expert')
+    for splits in (None, 2, 4, 8, 16):
+        runs = [flash(q_rot[i], *buffers[i], used, splits) for i in range(LAYERS)]
+        out[f'fa2 seqused_k, num_splits={splits}'] = timed(
+            f'fa2 {splits}', lambda: [r() for r in runs], want, per=LAYERS, section='expert')
+    return out
+
+
+def expert_merge():
+    """lamp::mqa_attention's slices merged by `_mqa_combine_kernel` (today) or by the last
+    slice of each row block (merge = 1, the seventh tiles value), per layer on its own K/V."""
+    b, n, T = 1, HORIZON, PREFIX
+    qkv = [torch.randn(b, n, (HEADS + 2) * D, dtype=BF, device=DEV) for _ in range(LAYERS)]
+    kv = [torch.randn(2, b, T, 1, D, dtype=BF, device=DEV) for _ in range(LAYERS)]
+    angle = torch.randn(b, n, D // 2, device=DEV)
+    cos, sin = angle.cos(), angle.sin()
+    mask = torch.zeros(b, n, T + n, dtype=torch.bool, device=DEV)
+    mask[:, :, :VALID] = True
+    mask[:, :, T:] = True
+    scale = D ** -0.5
+    want = ops.mqa_attention_reference(qkv[0], *kv[0], cos, sin, mask, HEADS, scale)
+    counters = torch.zeros(1024, dtype=torch.int32, device=DEV)
+    out = {}
+    for tiles in ([16, 64, 128, 4, 1], [16, 64, 256, 4, 1], [32, 64, 128, 4, 1],
+                  [16, 64, 64, 4, 1]):
+        for merge in (0, 1):
+            t = [*tiles, 0, merge]
+            out[str(t)] = timed(str(t), lambda: [triton_expert.mqa_attention(
+                qkv[i], *kv[i], cos, sin, mask, HEADS, scale, t, counters)
+                for i in range(LAYERS)], want, per=LAYERS, section='merge')
+    out['counters_left'] = int(counters.count_nonzero())
+    return out
+
+
+def vision_add_norm():
+    x, y = torch.randn(2, 3, 256, 1152, dtype=BF, device=DEV)
+    w, bias = torch.randn(2, 1152, dtype=BF, device=DEV)
+    return {'add + layer_norm (today)': timed(
+                'add+ln', lambda: F.layer_norm(x + y, (1152,), w, bias, 1e-6), section='vision'),
+            'layer_norm alone': timed(
+                'ln', lambda: F.layer_norm(x, (1152,), w, bias, 1e-6), section='vision')}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument('--out', default='attention_probe.json')
+    args = parser.parse_args()
+    torch.manual_seed(0)
+    report = {'gpu': torch.cuda.get_device_name(), 'torch': torch.__version__}
+    for name, fn in (('prefix_attention', prefix_attention),
+                     ('expert_attention', expert_attention), ('expert_merge', expert_merge),
+                     ('vision_add_norm', vision_add_norm)):
+        try:
+            report[name] = fn()
+        except Exception as exc:
+            report[name] = f'failed: {type(exc).__name__}: {exc}'
+            print(name, report[name], flush=True)
+        with open(args.out, 'w', encoding='utf-8') as f:
+            json.dump(report, f, indent=1)
+
+
+if __name__ == '__main__':
+    main()
