@@ -209,11 +209,10 @@ def _attend_block(q1, q2, k1, k2, v1, v2, keep, key_ok, m_i, l_i, acc1, acc2,
 
 @triton.jit
 def _mqa_kernel(q_ptr, kp_ptr, vp_ptr, cos_ptr, sin_ptr, mask_ptr, m_ptr, l_ptr, acc_ptr,
-                out_ptr, count_ptr, n, T, heads, stride_q_b, stride_q_t, stride_kp_b,
-                stride_kp_t, stride_vp_b, stride_vp_t, row_blocks, prefix_splits, keys_per_split,
-                qk_scale, OWN: tl.constexpr, HALF: tl.constexpr, BM: tl.constexpr,
-                BN: tl.constexpr, PRECISION: tl.constexpr, SPLITS: tl.constexpr = 1,
-                MERGE: tl.constexpr = 0, PDL: tl.constexpr = 0):
+                out_ptr, n, T, heads, stride_q_b, stride_q_t, stride_kp_b, stride_kp_t,
+                stride_vp_b, stride_vp_t, row_blocks, prefix_splits, keys_per_split, qk_scale,
+                OWN: tl.constexpr, HALF: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
+                PRECISION: tl.constexpr, PDL: tl.constexpr = 0):
     """Rows = (token, head) pairs of q (token-major, as q's memory is) against one K/V head.
 
     OWN (the expert): q_ptr is the raw qkv GEMM output; q and the tokens' own k are rotated
@@ -222,12 +221,7 @@ def _mqa_kernel(q_ptr, kp_ptr, vp_ptr, cos_ptr, sin_ptr, mask_ptr, m_ptr, l_ptr,
     rows; with more, each split leaves (max, sum, output) for `_mqa_combine_kernel`, as
     flash-decoding does. (Rotating a 64-key block of own keys holds four float32 (keys, d/2)
     tiles at once: 255 registers a thread and 58 spilled on the H200. Rotating 16 keys at a
-    time removed the spills but made the kernel slower, 16.8 -> 19.4 us: four serial blocks.)
-
-    MERGE: instead of leaving the merge to `_mqa_combine_kernel`, the last split of a row block
-    to finish (an atomic counter per row block, reset by it, as in `_expert_gemm_kernel`) merges
-    the SPLITS slices itself, its loads unrolled over the compile-time split count so they are
-    all in flight at once (a loop over a runtime count waited one L2 round trip per slice)."""
+    time removed the spills but made the kernel slower, 16.8 -> 19.4 us: four serial blocks.)"""
     _grid_dependency(PDL, 1)
     pid = tl.program_id(0)
     split = tl.program_id(1)
@@ -298,50 +292,12 @@ def _mqa_kernel(q_ptr, kp_ptr, vp_ptr, cos_ptr, sin_ptr, mask_ptr, m_ptr, l_ptr,
         acc_at = acc_ptr + part[:, None] * 2 * HALF + d[None, :]
         tl.store(acc_at, acc1, mask=r_ok[:, None])
         tl.store(acc_at + HALF, acc2, mask=r_ok[:, None])
-        if MERGE:
-            tl.debug_barrier()
-            done = tl.atomic_add(count_ptr + pid, 1, sem='acq_rel')
-            if done == SPLITS - 1:
-                m_i, l_i, acc1, acc2 = _merge_slices(m_ptr, l_ptr, acc_ptr, b, r, r_ok, d,
-                                                     rows_total, SPLITS, HALF, BM)
-                tl.atomic_xchg(count_ptr + pid, 0)
-                l_i = tl.where(r_ok, l_i, 1.0)
-                out_at = out_ptr + (b * rows_total + r)[:, None] * 2 * HALF + d[None, :]
-                tl.store(out_at, (acc1 / l_i[:, None]).to(dtype), mask=r_ok[:, None])
-                tl.store(out_at + HALF, (acc2 / l_i[:, None]).to(dtype), mask=r_ok[:, None])
     else:
         l_i = tl.where(r_ok, l_i, 1.0)  # rows past the end: no keys were summed
         # row r = token * heads + head sits at out[b, token, head * D:]: (b, n * heads, D)
         out_at = out_ptr + (b * rows_total + r)[:, None] * 2 * HALF + d[None, :]
         tl.store(out_at, (acc1 / l_i[:, None]).to(dtype), mask=r_ok[:, None])
         tl.store(out_at + HALF, (acc2 / l_i[:, None]).to(dtype), mask=r_ok[:, None])
-
-
-@triton.jit
-def _merge_slices(m_ptr, l_ptr, acc_ptr, b, r, r_ok, d, rows_total, SPLITS: tl.constexpr,
-                  HALF: tl.constexpr, BM: tl.constexpr):
-    """(max, sum, output) of rows r over all SPLITS key slices (flash-decoding's merge), each
-    slice weighted by exp2(its max - the overall max), read from L2 (.cg: other programs wrote
-    them)."""
-    top = tl.full((BM,), float('-inf'), dtype=tl.float32)
-    for s in tl.static_range(SPLITS):
-        part = (b * SPLITS + s) * rows_total + r
-        top = tl.maximum(top, tl.load(m_ptr + part, mask=r_ok, other=float('-inf'),
-                                      cache_modifier='.cg'))
-    top = tl.where(r_ok, top, 0.0)
-    l_i = tl.zeros((BM,), dtype=tl.float32)
-    acc1 = tl.zeros((BM, HALF), dtype=tl.float32)
-    acc2 = tl.zeros((BM, HALF), dtype=tl.float32)
-    for s in tl.static_range(SPLITS):
-        part = (b * SPLITS + s) * rows_total + r
-        w = tl.exp2(tl.load(m_ptr + part, mask=r_ok, other=float('-inf'),
-                            cache_modifier='.cg') - top)
-        l_i += w * tl.load(l_ptr + part, mask=r_ok, other=0.0, cache_modifier='.cg')
-        at = acc_ptr + part[:, None] * 2 * HALF + d[None, :]
-        acc1 += w[:, None] * tl.load(at, mask=r_ok[:, None], other=0.0, cache_modifier='.cg')
-        acc2 += w[:, None] * tl.load(at + HALF, mask=r_ok[:, None], other=0.0,
-                                     cache_modifier='.cg')
-    return top, l_i, acc1, acc2
 
 
 @triton.jit
@@ -368,10 +324,8 @@ def _mqa_combine_kernel(m_ptr, l_ptr, acc_ptr, out_ptr, rows_total, splits,
 
 
 def _attend(q, stride_q, k, v, mask, heads, scale, n, T, d, block_m, block_n, keys_per_split,
-            warps, stages, own, cos=None, sin=None, pdl=0, merge=0, counters=None):
-    """Launch `_mqa_kernel` -> (b, n, heads * d); q rows are token-major, k/v (b, T, d).
-    merge: the slices are merged by the last one of each row block (`counters`: int32 zeros,
-    one per row block, left zero) instead of by `_mqa_combine_kernel`."""
+            warps, stages, own, cos=None, sin=None, pdl=0):
+    """Launch `_mqa_kernel` -> (b, n, heads * d); q rows are token-major, k/v (b, T, d)."""
     b = q.shape[0]
     kp, vp = k.reshape(b, T, d), v.reshape(b, T, d)
     kp = kp if kp.stride(2) == 1 else kp.contiguous()
@@ -382,11 +336,6 @@ def _attend(q, stride_q, k, v, mask, heads, scale, n, T, d, block_m, block_n, ke
     prefix_splits = triton.cdiv(T, keys_per_split)
     splits = prefix_splits + (1 if own else 0)
     out = torch.empty((b, n, heads * d), dtype=q.dtype, device=q.device)
-    merge = bool(merge) and splits > 1
-    if merge and (counters is None or counters.dtype != torch.int32
-                  or counters.numel() < b * row_blocks):
-        raise ValueError(f'mqa_attention: merging {splits} slices in the kernel needs int32 '
-                         f'counters for {b * row_blocks} row blocks')
     m = l_ = acc = out
     if splits > 1:
         f32 = dict(dtype=torch.float32, device=q.device)
@@ -398,12 +347,12 @@ def _attend(q, stride_q, k, v, mask, heads, scale, n, T, d, block_m, block_n, ke
     else:
         cos = sin = out
     _mqa_kernel[(b * row_blocks, splits)](
-        q, kp, vp, cos, sin, keep, m, l_, acc, out, counters if merge else out, n, T, heads,
-        stride_q[0], stride_q[1], kp.stride(0), kp.stride(1), vp.stride(0), vp.stride(1),
-        row_blocks, prefix_splits, keys_per_split, scale * LOG2E, OWN=own, HALF=d // 2,
-        BM=block_m, BN=block_n, PRECISION=_precision(q.dtype), SPLITS=splits, MERGE=merge,
-        PDL=pdl, num_warps=warps, num_stages=stages, **_pdl_launch(pdl))
-    if splits > 1 and not merge:
+        q, kp, vp, cos, sin, keep, m, l_, acc, out, n, T, heads, stride_q[0],
+        stride_q[1], kp.stride(0), kp.stride(1), vp.stride(0), vp.stride(1), row_blocks,
+        prefix_splits, keys_per_split, scale * LOG2E, OWN=own, HALF=d // 2, BM=block_m,
+        BN=block_n, PRECISION=_precision(q.dtype), PDL=pdl, num_warps=warps, num_stages=stages,
+        **_pdl_launch(pdl))
+    if splits > 1:
         _mqa_combine_kernel[(b * rows,)](m, l_, acc, out, rows, splits,
                                          SPLITS=triton.next_power_of_2(splits), D=d,
                                          PDL=min(pdl, 1),
@@ -411,26 +360,22 @@ def _attend(q, stride_q, k, v, mask, heads, scale, n, T, d, block_m, block_n, ke
     return out
 
 
-def mqa_attention(qkv, k_prefix, v_prefix, cos, sin, mask, heads, scale, tiles,
-                  counters=None):
+def mqa_attention(qkv, k_prefix, v_prefix, cos, sin, mask, heads, scale, tiles):
     """Attention of the action tokens: every query head of qkv (b, n, (heads + 2) * d) against
     the prefix K/V (b, T, d) and the tokens' own K/V -> (b, n, heads * d).
 
     One program per (block of query rows, slice of keys) keeps the GPU busy at 50 queries; a
-    second kernel merges the slices' (max, sum, output) as flash-decoding does, or with merge
-    = 1 the last slice of each row block to finish (`counters`, as in expert_gemm). tiles =
-    (block_m, block_n, keys_per_split, warps, stages[, pdl[, merge]]): pdl as in expert_gemm."""
+    second kernel merges the slices' (max, sum, output) as flash-decoding does. tiles =
+    (block_m, block_n, keys_per_split, warps, stages[, pdl]): pdl as in expert_gemm."""
     block_m, block_n, keys_per_split, warps, stages = tiles[:5]
     pdl = tiles[5] if len(tiles) > 5 else 0
-    merge = tiles[6] if len(tiles) > 6 else 0
     b, n, width = qkv.shape
     T, d = k_prefix.shape[1], k_prefix.shape[-1]
     if width != (heads + 2) * d or qkv.stride(2) != 1:
         raise ValueError(f'mqa_attention: qkv {tuple(qkv.shape)} is not q/k/v of {heads} heads '
                          f'of {d}')
     return _attend(qkv, qkv.stride()[:2], k_prefix, v_prefix, mask, heads, scale, n, T, d,
-                   block_m, block_n, keys_per_split, warps, stages, True, cos, sin, pdl, merge,
-                   counters)
+                   block_m, block_n, keys_per_split, warps, stages, True, cos, sin, pdl)
 
 
 def mqa_flash(q, k, v, mask, heads, scale, tiles):

@@ -15,12 +15,21 @@ FlashAttention takes as `seqused_k` (a device tensor: no new shapes, CUDA-graph 
                      18 layers on its own K/V: lamp::mqa_attention (today, RoPE of q and the
                      own k inside) against FA2 over a K/V buffer with the own keys written after
                      the valid ones (q and k rotated before: lamp::rope's time is listed)
-  attention merge    lamp::mqa_attention's key slices merged by a second kernel (today) or by
-                     the last slice of each row block to finish (merge = 1)
+  attention merge    (measured at commit df1c9cd, then reverted) lamp::mqa_attention's key
+                     slices merged by the last slice of each row block to finish, its loads
+                     unrolled over the split count, instead of by `_mqa_combine_kernel`
   vision add + norm  the residual add then LayerNorm (today) against the LayerNorm alone: what a
                      fused add + LayerNorm kernel could save at most
 
     python3 scripts/device/attention_probe.py [--out FILE.json]
+
+Measured on the H200 (2026-12-01, bench/results/attention_probe_h200.json), nothing taken:
+prefix attention 33.7 us today, FA2 32.0, cuDNN SDPA 30.0 and flash SDPA 40.8 on the valid keys
+only (so at most 3.7 us a layer, 0.06 ms an inference, for moving the valid prefix tokens first
+and the expert's mask with them); expert attention 13.4 us today, FA2 31.4 with any split count
+(plus 1.4 us for rotating q in a kernel before); the in-kernel merge 14.9 us against 13.3 at the
+chosen tiles and 1.2-4.7 us slower at the others; the vision blocks' residual add costs 1.7 us
+beside a 4.4 us LayerNorm (0.09 ms an inference for fusing the two).
 """
 
 import argparse
@@ -34,7 +43,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 sys.path.insert(0, os.getcwd())
 from bench.gpu_pi05 import rel_error as rel  # noqa: E402
-from lamp_ros.kernels import ops, triton_expert, tuning  # noqa: E402
+from lamp_ros.kernels import ops, tuning  # noqa: E402
 
 HEADS, D, PREFIX, VALID, HORIZON, LAYERS = 8, 256, 968, 900, 50, 18
 DEV, BF = 'cuda', torch.bfloat16
@@ -154,32 +163,6 @@ def expert_attention():
     return out
 
 
-def expert_merge():
-    """lamp::mqa_attention's slices merged by `_mqa_combine_kernel` (today) or by the last
-    slice of each row block (merge = 1, the seventh tiles value), per layer on its own K/V."""
-    b, n, T = 1, HORIZON, PREFIX
-    qkv = [torch.randn(b, n, (HEADS + 2) * D, dtype=BF, device=DEV) for _ in range(LAYERS)]
-    kv = [torch.randn(2, b, T, 1, D, dtype=BF, device=DEV) for _ in range(LAYERS)]
-    angle = torch.randn(b, n, D // 2, device=DEV)
-    cos, sin = angle.cos(), angle.sin()
-    mask = torch.zeros(b, n, T + n, dtype=torch.bool, device=DEV)
-    mask[:, :, :VALID] = True
-    mask[:, :, T:] = True
-    scale = D ** -0.5
-    want = ops.mqa_attention_reference(qkv[0], *kv[0], cos, sin, mask, HEADS, scale)
-    counters = torch.zeros(1024, dtype=torch.int32, device=DEV)
-    out = {}
-    for tiles in ([16, 64, 128, 4, 1], [16, 64, 256, 4, 1], [32, 64, 128, 4, 1],
-                  [16, 64, 64, 4, 1]):
-        for merge in (0, 1):
-            t = [*tiles, 0, merge]
-            out[str(t)] = timed(str(t), lambda: [triton_expert.mqa_attention(
-                qkv[i], *kv[i], cos, sin, mask, HEADS, scale, t, counters)
-                for i in range(LAYERS)], want, per=LAYERS, section='merge')
-    out['counters_left'] = int(counters.count_nonzero())
-    return out
-
-
 def vision_add_norm():
     x, y = torch.randn(2, 3, 256, 1152, dtype=BF, device=DEV)
     w, bias = torch.randn(2, 1152, dtype=BF, device=DEV)
@@ -196,7 +179,7 @@ def main():
     torch.manual_seed(0)
     report = {'gpu': torch.cuda.get_device_name(), 'torch': torch.__version__}
     for name, fn in (('prefix_attention', prefix_attention),
-                     ('expert_attention', expert_attention), ('expert_merge', expert_merge),
+                     ('expert_attention', expert_attention),
                      ('vision_add_norm', vision_add_norm)):
         try:
             report[name] = fn()

@@ -115,10 +115,7 @@ def test_expert_gemms_match_the_reference(splits, swap):
 @pytest.mark.parametrize('tiles, n', [([16, 16, 16, 4, 1], 7), ([32, 16, 32, 4, 2], 7),
                                       ([16, 16, 64, 4, 1], 7),
                                       ([16, 16, 16, 4, 1, 0], 7),  # sixth: dependent launch off
-                                      ([16, 16, 16, 4, 1], 37),  # own keys in 3 blocks
-                                      # seventh: the last slice merges (no combine kernel)
-                                      ([16, 16, 16, 4, 1, 0, 1], 7),
-                                      ([16, 16, 16, 4, 1, 0, 1], 37)])
+                                      ([16, 16, 16, 4, 1], 37)])  # own keys in 3 blocks
 def test_expert_attention_matches_the_reference(tiles, n):
     torch.manual_seed(0)
     b, heads, d, prefix = 2, 4, 32, 37
@@ -128,20 +125,8 @@ def test_expert_attention_matches_the_reference(tiles, n):
     mask = torch.rand(b, n, prefix + n) > 0.3
     mask[0, 2] = False  # a fully masked token: uniform over every key, as the eager code
     args = (qkv, k_prefix, v_prefix, angle.cos(), angle.sin(), mask, heads, d ** -0.5)
-    counters = torch.zeros(64, dtype=torch.int32)
-    torch.testing.assert_close(triton_expert.mqa_attention(*args, tiles, counters),
+    torch.testing.assert_close(triton_expert.mqa_attention(*args, tiles),
                                ops.mqa_attention_reference(*args), atol=3e-5, rtol=0)
-    assert not counters.any()  # the merging slice of every row block put its counter back
-
-
-def test_expert_attention_merge_needs_counters():
-    qkv = torch.randn(1, 7, 6 * 32)
-    k_prefix, v_prefix = torch.randn(2, 1, 37, 1, 32)
-    angle = torch.randn(1, 7, 16)
-    mask = torch.ones(1, 7, 44, dtype=torch.bool)
-    with pytest.raises(ValueError, match='int32 counters for 2 row blocks'):
-        triton_expert.mqa_attention(qkv, k_prefix, v_prefix, angle.cos(), angle.sin(), mask, 4,
-                                    0.2, [16, 16, 16, 4, 1, 0, 1], torch.zeros(2))
 
 
 @pytest.mark.parametrize('tiles', [[16, 16, 4, 1], [32, 8, 4, 2]])
