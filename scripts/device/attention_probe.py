@@ -32,8 +32,6 @@ chosen tiles and 1.2-4.7 us slower at the others; the vision blocks' residual ad
 beside a 4.4 us LayerNorm (0.09 ms an inference for fusing the two).
 """
 
-import argparse
-import json
 import os
 import sys
 
@@ -43,6 +41,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 sys.path.insert(0, os.getcwd())
 from bench.gpu_pi05 import rel_error as rel  # noqa: E402
+from bench.probes import run_sections  # noqa: E402
 from lamp_ros.kernels import ops, tuning  # noqa: E402
 
 HEADS, D, PREFIX, VALID, HORIZON, LAYERS = 8, 256, 968, 900, 50, 18
@@ -173,21 +172,10 @@ def vision_add_norm():
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument('--out', default='attention_probe.json')
-    args = parser.parse_args()
-    torch.manual_seed(0)
-    report = {'gpu': torch.cuda.get_device_name(), 'torch': torch.__version__}
-    for name, fn in (('prefix_attention', prefix_attention),
-                     ('expert_attention', expert_attention),
-                     ('vision_add_norm', vision_add_norm)):
-        try:
-            report[name] = fn()
-        except Exception as exc:
-            report[name] = f'failed: {type(exc).__name__}: {exc}'
-            print(name, report[name], flush=True)
-        with open(args.out, 'w', encoding='utf-8') as f:
-            json.dump(report, f, indent=1)
+    run_sections(__doc__.splitlines()[0], 'attention_probe.json',
+                 (('prefix_attention', prefix_attention),
+                  ('expert_attention', expert_attention),
+                  ('vision_add_norm', vision_add_norm)))
 
 
 if __name__ == '__main__':

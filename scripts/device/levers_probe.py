@@ -22,8 +22,6 @@ GEMM's relative error 1.7e-3 -> 1.9e-3 (taken: the fp8_fast_accumulation pass), 
 with it doubled (left exact).
 """
 
-import argparse
-import json
 import os
 import sys
 
@@ -33,6 +31,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 sys.path.insert(0, os.getcwd())
 from bench.gpu_pi05 import rel_error as rel  # noqa: E402
+from bench.probes import run_sections  # noqa: E402
 from lamp_ros.kernels import ops, tuning  # noqa: E402
 
 HEADS, D, PREFIX = 8, 256, 968
@@ -139,20 +138,9 @@ def fp8_accumulation():
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument('--out', default='levers_probe.json')
-    args = parser.parse_args()
-    torch.manual_seed(0)
-    report = {'gpu': torch.cuda.get_device_name(), 'torch': torch.__version__}
-    for name, fn in (('prefix_attention', prefix_attention), ('vision_fc1_gelu', vision_gelu),
-                     ('fp8_accumulation', fp8_accumulation)):
-        try:
-            report[name] = fn()
-        except Exception as exc:
-            report[name] = f'failed: {type(exc).__name__}: {exc}'
-            print(name, report[name], flush=True)
-        with open(args.out, 'w', encoding='utf-8') as f:
-            json.dump(report, f, indent=1)
+    run_sections(__doc__.splitlines()[0], 'levers_probe.json',
+                 (('prefix_attention', prefix_attention), ('vision_fc1_gelu', vision_gelu),
+                  ('fp8_accumulation', fp8_accumulation)))
 
 
 if __name__ == '__main__':

@@ -1,0 +1,28 @@
+"""The frame of a device probe (scripts/device/*_probe.py): named sections measured one after
+another, each failure recorded in place of its figures instead of ending the run, and the report
+rewritten after every section, so that a call cut short by its time limit still brings back
+what it measured."""
+
+import argparse
+import json
+
+import torch
+
+
+def run_sections(description: str, default_out: str, sections) -> dict:
+    """Run `sections` ((name, function returning a JSON-able value), ...) on the GPU -> the
+    report, also written to --out (default `default_out`)."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument('--out', default=default_out)
+    args = parser.parse_args()
+    torch.manual_seed(0)
+    report = {'gpu': torch.cuda.get_device_name(), 'torch': torch.__version__}
+    for name, fn in sections:
+        try:
+            report[name] = fn()
+        except Exception as exc:
+            report[name] = f'failed: {type(exc).__name__}: {exc}'
+            print(name, report[name], flush=True)
+        with open(args.out, 'w', encoding='utf-8') as f:
+            json.dump(report, f, indent=1)
+    return report
