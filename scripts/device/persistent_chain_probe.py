@@ -7,7 +7,7 @@ kernel pays ~4-6 us of fixed cost (launch, pipeline ramp from HBM, split-K tail)
 removed, and a grid barrier inside one Triton kernel costs about what a kernel boundary does
 (1.08 vs 1.18 us; sync_cost.py), because Triton cannot keep a prefetch in flight across it. This
 probe is CUDA C++ (compiled at run time by NVRTC through torch.cuda._compile_kernel: no nvcc, no
-build step), one block per SM:
+build step), one or two blocks per SM:
 
 - the chain: 18 layers x the expert's four GEMMs (qkv 1024 -> 2560, o 2048 -> 1024, gate_up
   1024 -> 8192, down 4096 -> 1024), 50 rows (64 with zero padding), bf16, each GEMM reading the
@@ -25,12 +25,12 @@ build step), one block per SM:
     python3 scripts/device/persistent_chain_probe.py [--out FILE.json]
 
 Measured on the H200 (2026-12-01, bench/results/persistent_chain_probe_h200.json): the cuBLAS
-chain 26.0 us per layer (1.33 TB/s; the bound is 8.05 us); the persistent kernel 57-64 us per
-layer at its best tilings (0.54-0.61 TB/s; 128 or 256 threads, one or two blocks per SM), 90-125
-us with 32-column tiles, and 112-152 us in its first form, whose activation loads and split sums
-waited one L2 round trip per load. Its output is right (relative L2 1.9e-2 from the float32
+chain 26.2 us per layer (1.32 TB/s; the bound is 8.05 us); the persistent kernel 57-64 us per
+layer at its best tilings (0.54-0.61 TB/s; 128 or 256 threads, one or two blocks per SM), 79 us
+with 256 threads at two blocks per SM, 91 us with 32-column tiles, and 112-152 us in its first
+form (not kept), whose activation loads and split sums waited one L2 round trip per load. Its output is right (relative L2 1.9e-2 from the float32
 reference after 72 chained bf16 GEMMs, cuBLAS's 2.0e-2) and bit-identical run to run. The 72
-grid barriers alone, with the weight prefetch in flight, take 7.1-7.4 us per layer (1.8 us each).
+grid barriers alone, with the weight prefetch in flight, take 7.1 us per layer (1.8 us each).
 So prefetching across the barriers does not make this design faster than separate cuBLAS
 kernels: what each block does in series per item (stage the activations: an L2 round trip; count
 its partial tile: an atomic round trip; the last slice's sum: a round trip per two slices;
@@ -65,7 +65,7 @@ SOURCE = r'''
 #define KRMAX __KRMAX__
 #define WPAD 72
 #define XPAD (KRMAX + 8)
-#define FIELDS 10
+#define FIELDS __FIELDS__
 #define VROWS 50
 #define RMAX ((VROWS * NT / 4 + THREADS - 1) / THREADS)
 // n8 tiles per warp: 4 warps of 16 rows each per 128 threads, THREADS / 128 column groups
@@ -312,7 +312,8 @@ def build(nt: int, stages: int, krs: dict, ws, x0, sms: int, threads: int = 128,
     krmax = max(krs.values())
     src = SOURCE.replace('__NT__', str(nt)).replace('__STAGES__', str(stages)) \
         .replace('__KRMAX__', str(krmax)).replace('__THREADS__', str(threads)) \
-        .replace('__MINB__', str(per_sm)).replace('__WORK__', str(int(work)))
+        .replace('__MINB__', str(per_sm)).replace('__WORK__', str(int(work))) \
+        .replace('__FIELDS__', str(FIELDS))
     kernel = torch.cuda._compile_kernel(src, 'chain')
     shared = stages * nt * 72 * 2 + 64 * (krmax + 8) * 2
     kernel.set_shared_memory_config(shared)
@@ -368,9 +369,14 @@ def main():
         'rel_error': float((got.float() - want).norm() / want.norm())}
     print('cublas', report['cublas chain'], flush=True)
     kr256, kr512 = (dict.fromkeys(('qkv', 'o', 'gate_up', 'down'), kr) for kr in (256, 512))
+    mixed = {'qkv': 256, 'o': 256, 'gate_up': 512, 'down': 512}
     configs = {  # name: (NT, STAGES, KR per GEMM, threads, blocks per SM[, work])
         'nt64 kr512 s17 128t': (64, 17, kr512, 128, 1),
+        'nt64 kr512 s17 256t': (64, 17, kr512, 256, 1),
+        'nt64 kr256/256/512/512 s17': (64, 17, mixed, 128, 1),
         'nt64 kr256 s8 128t x2': (64, 8, kr256, 128, 2),
+        'nt64 kr256 s8 256t x2': (64, 8, kr256, 256, 2),
+        'nt32 kr512 s24': (32, 24, kr512, 128, 1),
         'barriers only (72), 1 block per SM': (64, 17, kr512, 128, 1, False),
         'barriers only (72), 2 blocks per SM': (64, 8, kr256, 128, 2, False),
     }
