@@ -28,8 +28,9 @@ Measured on the H200 (2026-12-01, bench/results/persistent_chain_probe_h200.json
 chain 26.2 us per layer (1.32 TB/s; the bound is 8.05 us); the persistent kernel 57-64 us per
 layer at its best tilings (0.54-0.61 TB/s; 128 or 256 threads, one or two blocks per SM), 79 us
 with 256 threads at two blocks per SM, 91 us with 32-column tiles, and 112-152 us in its first
-form (not kept), whose activation loads and split sums waited one L2 round trip per load. Its output is right (relative L2 1.9e-2 from the float32
-reference after 72 chained bf16 GEMMs, cuBLAS's 2.0e-2) and bit-identical run to run. The 72
+form (not kept), whose activation loads and split sums waited one L2 round trip per load. Its
+output is right (relative L2 1.9e-2 from the float32 reference after 72 chained bf16 GEMMs,
+cuBLAS's 2.0e-2) and bit-identical run to run. The 72
 grid barriers alone, with the weight prefetch in flight, take 7.1 us per layer (1.8 us each).
 So prefetching across the barriers does not make this design faster than separate cuBLAS
 kernels: what each block does in series per item (stage the activations: an L2 round trip; count
