@@ -19,10 +19,15 @@ build step), one or two blocks per SM:
 - the weights stream through a ring of STAGES chunks (NT x 64) by cp.async, in the block's own
   static order across items and phases: weights do not depend on activations, so at a phase's
   grid barrier up to STAGES-1 chunks of the next phases are already in flight;
+- a second form (full K): an item is NT columns over the whole K, so no partial sums, atomics
+  or sums at all, each warp reading its activation fragments straight from L2, one chunk ahead;
 - against it: the same chain as 72 cuBLAS GEMMs (F.linear) in one CUDA graph, and the weight-read
   bound at 4.3 TB/s.
 
     python3 scripts/device/persistent_chain_probe.py [--out FILE.json]
+    ncu --section SpeedOfLight --section WarpStateStats -k regex:chain --launch-count 1 \
+        python3 scripts/device/persistent_chain_probe.py --only 'nt64 kr512 s17 128t' \
+        --layers 4 --check
 
 Measured on the H200 (2026-12-01, bench/results/persistent_chain_probe_h200.json): the cuBLAS
 chain 26.2 us per layer (1.32 TB/s; the bound is 8.05 us); the persistent kernel 57-64 us per
@@ -32,13 +37,19 @@ form (not kept), whose activation loads and split sums waited one L2 round trip 
 output is right (relative L2 1.9e-2 from the float32 reference after 72 chained bf16 GEMMs,
 cuBLAS's 2.0e-2) and bit-identical run to run. The 72
 grid barriers alone, with the weight prefetch in flight, take 7.1 us per layer (1.8 us each).
-So prefetching across the barriers does not make this design faster than separate cuBLAS
-kernels: what each block does in series per item (stage the activations: an L2 round trip; count
-its partial tile: an atomic round trip; the last slice's sum: a round trip per two slices;
-mma.sync from 4-8 warps that also issue the copies) costs more than the launches it removes.
-A persistent expert that wins needs what CUTLASS's Hopper GEMMs do: producer warps streaming the
-weights by TMA apart from consumer warpgroups (wgmma), split-K sums on chip (thread-block
-clusters, distributed shared memory), the activations multicast to a cluster.
+The full-K form is slower still (173-201 us per layer): its chunk loops are 2-8x longer.
+Nsight Compute on the split-K form (bench/results/ncu_persistent_chain_h200.txt) says why: DRAM
+throughput 12% of peak, no spills, 254 registers, one warp per scheduler issuing an instruction
+every 6.5 cycles (2 of them waiting at a CTA barrier). The kernel is bound by issuing
+instructions, not by memory: about 460 per warp per 8 KB weight chunk (16-byte cp.async copies,
+32-bit shared loads of every mma.sync fragment, the mma.sync themselves, addressing), where
+streaming at HBM speed leaves a block about 465 cycles per chunk. So prefetching across the
+barriers does not make this design faster than separate cuBLAS kernels, and the serial work per
+item (staging the activations: an L2 round trip; counting the partial tile: an atomic round
+trip; the last slice's sum) adds to it. A persistent expert that wins needs what CUTLASS's Hopper
+GEMMs do: TMA bulk copies (one instruction per tile) from producer warps apart from consumer
+warpgroups whose wgmma reads its operands from shared memory (no fragment loads), split-K sums on
+chip (thread-block clusters, distributed shared memory), the activations multicast to a cluster.
 """
 
 import argparse
@@ -57,20 +68,7 @@ ROWS, PAD_ROWS, LAYERS, DEV, BF = 50, 64, 18, 'cuda', torch.bfloat16
 GEMMS = (('qkv', 2560, 1024), ('o', 1024, 2048), ('gate_up', 8192, 1024), ('down', 1024, 4096))
 FIELDS = 10  # int64 per phase in the table: w, x, y, part, count, n, k, kr, ldx, unused
 
-SOURCE = r'''
-#define NT __NT__
-#define THREADS __THREADS__
-#define MINB __MINB__
-#define WORK __WORK__
-#define STAGES __STAGES__
-#define KRMAX __KRMAX__
-#define WPAD 72
-#define XPAD (KRMAX + 8)
-#define FIELDS __FIELDS__
-#define VROWS 50
-#define RMAX ((VROWS * NT / 4 + THREADS - 1) / THREADS)
-// n8 tiles per warp: 4 warps of 16 rows each per 128 threads, THREADS / 128 column groups
-#define QW (NT / 8 / (THREADS / 128))
+HELPERS = r'''
 typedef unsigned short bf16;
 
 __device__ __forceinline__ unsigned smem_addr(const void* p) {
@@ -110,6 +108,42 @@ __device__ __forceinline__ void mma(float* d, unsigned a0, unsigned a1, unsigned
                  : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
+__device__ void grid_sync(unsigned* bar) {
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        volatile unsigned* gen = bar + 32;  // its own 128-byte line: spinning readers of the
+                                            // generation do not queue behind the arrivals
+        unsigned mine = *gen;
+        __threadfence();
+        if (atomicAdd(bar, 1u) == gridDim.x - 1) {
+            bar[0] = 0;
+            __threadfence();
+            atomicAdd(bar + 32, 1u);
+        } else {
+            while (*gen == mine) { }
+        }
+        __threadfence();
+    }
+    __syncthreads();
+}
+
+'''
+
+SPLIT_K = r'''
+#define NT __NT__
+#define THREADS __THREADS__
+#define MINB __MINB__
+#define WORK __WORK__
+#define STAGES __STAGES__
+#define KRMAX __KRMAX__
+#define WPAD 72
+#define XPAD (KRMAX + 8)
+#define FIELDS __FIELDS__
+#define VROWS 50
+#define RMAX ((VROWS * NT / 4 + THREADS - 1) / THREADS)
+// n8 tiles per warp: 4 warps of 16 rows each per 128 threads, THREADS / 128 column groups
+#define QW (NT / 8 / (THREADS / 128))
+''' + HELPERS + r'''
 struct Cursor { int p, j, c; };  // phase, item, chunk of the block's weight stream
 
 __device__ __forceinline__ int items_of(const long long* T, int p) {
@@ -132,25 +166,6 @@ __device__ __forceinline__ void issue(const long long* T, const Cursor& u, bf16*
         cp16(slot + r * WPAD + seg * 8, w + (long long)(n0 + r) * k + k0 + seg * 8);
     }
 }
-__device__ void grid_sync(unsigned* bar) {
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        volatile unsigned* gen = bar + 32;  // its own 128-byte line: spinning readers of the
-                                            // generation do not queue behind the arrivals
-        unsigned mine = *gen;
-        __threadfence();
-        if (atomicAdd(bar, 1u) == gridDim.x - 1) {
-            bar[0] = 0;
-            __threadfence();
-            atomicAdd(bar + 32, 1u);
-        } else {
-            while (*gen == mine) { }
-        }
-        __threadfence();
-    }
-    __syncthreads();
-}
-
 extern "C" __global__ void __launch_bounds__(THREADS, MINB)
 chain(const long long* __restrict__ T, int P, unsigned* bar) {
     extern __shared__ __align__(16) unsigned char smem[];
@@ -291,6 +306,122 @@ chain(const long long* __restrict__ T, int P, unsigned* bar) {
 }
 '''
 
+FULL_K = r'''
+#define NTMAX 64
+#define STAGES __STAGES__
+#define WPAD 72
+#define FIELDS __FIELDS__
+#define VROWS 50
+''' + HELPERS + r'''
+// Full-K form: an item is NT output columns over all of K, so no partial sums, no atomics and
+// no reduction; each warp reads its A fragments (16 rows) straight from the previous phase's
+// output in L2, one chunk ahead in registers, and the weights come through the same ring.
+struct Cursor { int p, j, c; };
+
+__device__ __forceinline__ unsigned ld_cg32(const bf16* p) {
+    unsigned v;
+    asm volatile("ld.global.cg.u32 %0, [%1];" : "=r"(v) : "l"(p));
+    return v;
+}
+__device__ __forceinline__ int items_of(const long long* T, int p) {
+    const long long* f = T + p * FIELDS;
+    return (int)(f[3] / f[5]);
+}
+__device__ __forceinline__ void settle(const long long* T, int P, Cursor& u) {
+    while (u.p < P && u.j >= items_of(T, u.p)) { u.p++; u.j = blockIdx.x; }
+}
+__device__ __forceinline__ void advance(const long long* T, int P, Cursor& u) {
+    if (++u.c == (int)(T[u.p * FIELDS + 4] / 64)) { u.c = 0; u.j += gridDim.x; settle(T, P, u); }
+}
+__device__ __forceinline__ void issue(const long long* T, const Cursor& u, bf16* slot) {
+    const long long* f = T + u.p * FIELDS;
+    const bf16* w = (const bf16*)f[0];
+    int k = (int)f[4], nt = (int)f[5];
+    for (int i = threadIdx.x; i < nt * 8; i += blockDim.x) {
+        int r = i >> 3, seg = i & 7;
+        cp16(slot + r * WPAD + seg * 8,
+             w + (long long)(u.j * nt + r) * k + u.c * 64 + seg * 8);
+    }
+}
+__device__ __forceinline__ void load_a(unsigned* a, const bf16* r0, const bf16* r1, int k0) {
+    #pragma unroll
+    for (int kk = 0; kk < 4; kk++) {
+        a[kk * 4 + 0] = ld_cg32(r0 + k0 + kk * 16);
+        a[kk * 4 + 1] = ld_cg32(r1 + k0 + kk * 16);
+        a[kk * 4 + 2] = ld_cg32(r0 + k0 + kk * 16 + 8);
+        a[kk * 4 + 3] = ld_cg32(r1 + k0 + kk * 16 + 8);
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(128, 1)
+chain_full_k(const long long* __restrict__ T, int P, unsigned* bar) {
+    extern __shared__ __align__(16) unsigned char smem[];
+    bf16* ring = (bf16*)smem;
+    const int tid = threadIdx.x, warp = tid >> 5, g = (tid & 31) >> 2, t = tid & 3;
+    Cursor pre = {0, (int)blockIdx.x, 0};
+    settle(T, P, pre);
+    for (int i = 0; i < STAGES - 1; i++) {
+        if (pre.p < P) { issue(T, pre, ring + i * NTMAX * WPAD); advance(T, P, pre); }
+        commit();
+    }
+    int slot = 0, islot = STAGES - 1;
+    for (int p = 0; p < P; p++) {
+        const long long* f = T + p * FIELDS;
+        const bf16* x = (const bf16*)f[1];
+        bf16* y = (bf16*)f[2];
+        int n = (int)f[3], k = (int)f[4], nt = (int)f[5], ldx = (int)f[6];
+        int items = n / nt, chunks = k / 64, nq = nt / 8;
+        const bf16* r0 = x + (long long)(16 * warp + g) * ldx + 2 * t;
+        const bf16* r1 = r0 + 8 * (long long)ldx;
+        for (int j = blockIdx.x; j < items; j += gridDim.x) {
+            float acc[NTMAX / 8][4];
+            #pragma unroll
+            for (int q = 0; q < NTMAX / 8; q++)
+                acc[q][0] = acc[q][1] = acc[q][2] = acc[q][3] = 0.f;
+            unsigned a[16], an[16];
+            load_a(an, r0, r1, 0);
+            for (int c = 0; c < chunks; c++) {
+                #pragma unroll
+                for (int i = 0; i < 16; i++) a[i] = an[i];
+                if (c + 1 < chunks) load_a(an, r0, r1, (c + 1) * 64);
+                wait_ring();
+                __syncthreads();
+                if (pre.p < P) { issue(T, pre, ring + islot * NTMAX * WPAD); advance(T, P, pre); }
+                commit();
+                islot = islot + 1 == STAGES ? 0 : islot + 1;
+                const bf16* wc = ring + slot * NTMAX * WPAD;
+                #pragma unroll
+                for (int kk = 0; kk < 4; kk++) {
+                    #pragma unroll
+                    for (int q = 0; q < NTMAX / 8; q++) {
+                        if (q < nq) {
+                            const bf16* wb = wc + (q * 8 + g) * WPAD + kk * 16 + 2 * t;
+                            mma(acc[q], a[kk * 4], a[kk * 4 + 1], a[kk * 4 + 2], a[kk * 4 + 3],
+                                *(const unsigned*)wb, *(const unsigned*)(wb + 8));
+                        }
+                    }
+                }
+                slot = slot + 1 == STAGES ? 0 : slot + 1;
+            }
+            const int row = 16 * warp + g;
+            #pragma unroll
+            for (int q = 0; q < NTMAX / 8; q++) {
+                if (q < nq) {
+                    bf16* at = y + (long long)row * n + j * nt + q * 8 + 2 * t;
+                    if (row < VROWS)
+                        *(unsigned*)at = bf16_bits(acc[q][0]) | (bf16_bits(acc[q][1]) << 16);
+                    if (row + 8 < VROWS)
+                        *(unsigned*)(at + 8 * n) =
+                            bf16_bits(acc[q][2]) | (bf16_bits(acc[q][3]) << 16);
+                }
+            }
+        }
+        grid_sync(bar);
+    }
+    asm volatile("cp.async.wait_all;");
+}
+'''
+
 
 def chain_weights():
     ws = []
@@ -311,7 +442,7 @@ def build(nt: int, stages: int, krs: dict, ws, x0, sms: int, threads: int = 128,
           per_sm: int = 1, work: bool = True):
     """Compile the chain for these tiles -> (launch, output, shared memory bytes)."""
     krmax = max(krs.values())
-    src = SOURCE.replace('__NT__', str(nt)).replace('__STAGES__', str(stages)) \
+    src = SPLIT_K.replace('__NT__', str(nt)).replace('__STAGES__', str(stages)) \
         .replace('__KRMAX__', str(krmax)).replace('__THREADS__', str(threads)) \
         .replace('__MINB__', str(per_sm)).replace('__WORK__', str(int(work))) \
         .replace('__FIELDS__', str(FIELDS))
@@ -336,6 +467,31 @@ def build(nt: int, stages: int, krs: dict, ws, x0, sms: int, threads: int = 128,
 
     def launch():
         kernel(grid=(sms * per_sm, 1, 1), block=(threads, 1, 1), args=[table, len(ws), bar],
+               shared_mem=shared)
+        return keep
+    return launch, ys[-1], shared
+
+
+def build_full_k(stages: int, nts: dict, ws, x0, sms: int):
+    """Compile the full-K chain (NT columns per item, per GEMM) -> (launch, output, shared)."""
+    src = FULL_K.replace('__STAGES__', str(stages)).replace('__FIELDS__', str(FIELDS))
+    kernel = torch.cuda._compile_kernel(src, 'chain_full_k')
+    shared = stages * 64 * 72 * 2
+    kernel.set_shared_memory_config(shared)
+    ys = [torch.zeros(PAD_ROWS, w.shape[0], dtype=BF, device=DEV) for _, w in ws]
+    table = []
+    x, ldx = x0, x0.shape[1]
+    for p, (name, w) in enumerate(ws):
+        n, k = w.shape
+        table.append([w.data_ptr(), x.data_ptr(), ys[p].data_ptr(), n, k, nts[name], ldx, 0, 0,
+                      0])
+        x, ldx = ys[p], n
+    table = torch.tensor(table, dtype=torch.int64, device=DEV)
+    bar = torch.zeros(64, dtype=torch.int32, device=DEV)
+    keep = (table, bar, ys)
+
+    def launch():
+        kernel(grid=(sms, 1, 1), block=(128, 1, 1), args=[table, len(ws), bar],
                shared_mem=shared)
         return keep
     return launch, ys[-1], shared
@@ -371,7 +527,7 @@ def main():
     print('cublas', report['cublas chain'], flush=True)
     kr256, kr512 = (dict.fromkeys(('qkv', 'o', 'gate_up', 'down'), kr) for kr in (256, 512))
     mixed = {'qkv': 256, 'o': 256, 'gate_up': 512, 'down': 512}
-    configs = {  # name: (NT, STAGES, KR per GEMM, threads, blocks per SM[, work])
+    configs = {  # split K: (NT, STAGES, KR per GEMM, threads, blocks per SM[, work])
         'nt64 kr512 s17 128t': (64, 17, kr512, 128, 1),
         'nt64 kr512 s17 256t': (64, 17, kr512, 256, 1),
         'nt64 kr256/256/512/512 s17': (64, 17, mixed, 128, 1),
@@ -380,13 +536,21 @@ def main():
         'nt32 kr512 s24': (32, 24, kr512, 128, 1),
         'barriers only (72), 1 block per SM': (64, 17, kr512, 128, 1, False),
         'barriers only (72), 2 blocks per SM': (64, 8, kr256, 128, 2, False),
+        # full K per item: (NT per GEMM, STAGES)
+        'full-K nt16/8/64/8 s24': ({'qkv': 16, 'o': 8, 'gate_up': 64, 'down': 8}, 24),
+        'full-K nt32/16/64/16 s24': ({'qkv': 32, 'o': 16, 'gate_up': 64, 'down': 16}, 24),
+        'full-K nt16/8/32/8 s24': ({'qkv': 16, 'o': 8, 'gate_up': 32, 'down': 8}, 24),
     }
-    for name, (nt, stages, krs, threads, per_sm, *work) in configs.items():
+    for name, (nt, stages, *rest) in configs.items():
         if args.only and name != args.only:
             continue
+        work = rest[3:]  # the split-K form's optional sixth value
         try:
             started = time.time()
-            launch, out, shared = build(nt, stages, krs, ws, x0, sms, threads, per_sm, *work)
+            if rest:  # split K: (NT, STAGES, KR per GEMM, threads, blocks per SM[, work])
+                launch, out, shared = build(nt, stages, rest[0], ws, x0, sms, *rest[1:])
+            else:  # full K: (NT per GEMM, STAGES)
+                launch, out, shared = build_full_k(stages, nt, ws, x0, sms)
             launch()
             torch.cuda.synchronize()
             compile_s = time.time() - started
