@@ -30,14 +30,14 @@ build step), one or two blocks per SM:
         --layers 4 --check
 
 Measured on the H200 (2026-12-01, bench/results/persistent_chain_probe_h200.json): the cuBLAS
-chain 26.2 us per layer (1.32 TB/s; the bound is 8.05 us); the persistent kernel 57-64 us per
-layer at its best tilings (0.54-0.61 TB/s; 128 or 256 threads, one or two blocks per SM), 79 us
+chain 26.0 us per layer (1.33 TB/s; the bound is 8.05 us); the persistent kernel 57-64 us per
+layer at its best tilings (0.54-0.61 TB/s; 128 or 256 threads, one or two blocks per SM), 81 us
 with 256 threads at two blocks per SM, 91 us with 32-column tiles, and 112-152 us in its first
 form (not kept), whose activation loads and split sums waited one L2 round trip per load. Its
 output is right (relative L2 1.9e-2 from the float32 reference after 72 chained bf16 GEMMs,
 cuBLAS's 2.0e-2) and bit-identical run to run. The 72
 grid barriers alone, with the weight prefetch in flight, take 7.1 us per layer (1.8 us each).
-The full-K form is slower still (173-201 us per layer): its chunk loops are 2-8x longer.
+The full-K form is slower still (259-277 us per layer): its chunk loops are 2-8x longer.
 Nsight Compute on the split-K form (bench/results/ncu_persistent_chain_h200.txt) says why: DRAM
 throughput 12% of peak, no spills, 254 registers, one warp per scheduler issuing an instruction
 every 6.5 cycles (2 of them waiting at a CTA barrier). The kernel is bound by issuing
@@ -70,6 +70,7 @@ FIELDS = 10  # int64 per phase in the table: w, x, y, part, count, n, k, kr, ldx
 
 HELPERS = r'''
 typedef unsigned short bf16;
+struct Cursor { int p, j, c; };  // phase, item, chunk of the block's weight stream
 
 __device__ __forceinline__ unsigned smem_addr(const void* p) {
     unsigned r;
@@ -129,6 +130,49 @@ __device__ void grid_sync(unsigned* bar) {
 
 '''
 
+RING = r'''
+// The weight ring: STAGES slots of SLOT elements, filled in the block's own (phase, item,
+// chunk) order, one cp.async group per chunk. A form says what its table rows mean: ITEMS,
+// CHUNKS (of 64 K), ROWS of a chunk, K_OF (the weight's row length) and chunk_base.
+__device__ __forceinline__ void settle(const long long* T, int P, Cursor& u) {
+    while (u.p < P && u.j >= ITEMS(T + u.p * FIELDS)) { u.p++; u.j = blockIdx.x; }
+}
+__device__ __forceinline__ void advance(const long long* T, int P, Cursor& u) {
+    if (++u.c == CHUNKS(T + u.p * FIELDS)) { u.c = 0; u.j += gridDim.x; settle(T, P, u); }
+}
+__device__ __forceinline__ void issue(const long long* T, const Cursor& u, bf16* slot) {
+    const long long* f = T + u.p * FIELDS;
+    const bf16* w = chunk_base(f, u);
+    int rows = ROWS(f), k = K_OF(f);
+    for (int i = threadIdx.x; i < rows * 8; i += blockDim.x) {
+        int r = i >> 3, seg = i & 7;
+        cp16(slot + r * WPAD + seg * 8, w + (long long)r * k + seg * 8);
+    }
+}
+__device__ __forceinline__ void ring_start(const long long* T, int P, Cursor& pre, bf16* ring) {
+    pre.p = 0;
+    pre.j = blockIdx.x;
+    pre.c = 0;
+    settle(T, P, pre);
+    for (int i = 0; i < STAGES - 1; i++) {
+        if (pre.p < P) { issue(T, pre, ring + i * SLOT); advance(T, P, pre); }
+        commit();
+    }
+}
+// Wait for the oldest chunk and refill the slot the step before consumed -> the chunk.
+__device__ __forceinline__ const bf16* ring_step(const long long* T, int P, Cursor& pre,
+                                                 bf16* ring, int& slot, int& islot) {
+    wait_ring();
+    __syncthreads();
+    if (pre.p < P) { issue(T, pre, ring + islot * SLOT); advance(T, P, pre); }
+    commit();
+    islot = islot + 1 == STAGES ? 0 : islot + 1;
+    const bf16* chunk = ring + slot * SLOT;
+    slot = slot + 1 == STAGES ? 0 : slot + 1;
+    return chunk;
+}
+'''
+
 SPLIT_K = r'''
 #define NT __NT__
 #define THREADS __THREADS__
@@ -137,6 +181,7 @@ SPLIT_K = r'''
 #define STAGES __STAGES__
 #define KRMAX __KRMAX__
 #define WPAD 72
+#define SLOT (NT * WPAD)
 #define XPAD (KRMAX + 8)
 #define FIELDS __FIELDS__
 #define VROWS 50
@@ -144,28 +189,17 @@ SPLIT_K = r'''
 // n8 tiles per warp: 4 warps of 16 rows each per 128 threads, THREADS / 128 column groups
 #define QW (NT / 8 / (THREADS / 128))
 ''' + HELPERS + r'''
-struct Cursor { int p, j, c; };  // phase, item, chunk of the block's weight stream
-
-__device__ __forceinline__ int items_of(const long long* T, int p) {
-    const long long* f = T + p * FIELDS;
-    return (int)(f[5] / NT) * (int)(f[6] / f[7]);
-}
-__device__ __forceinline__ void settle(const long long* T, int P, Cursor& u) {
-    while (u.p < P && u.j >= items_of(T, u.p)) { u.p++; u.j = blockIdx.x; }
-}
-__device__ __forceinline__ void advance(const long long* T, int P, Cursor& u) {
-    if (++u.c == (int)(T[u.p * FIELDS + 7] / 64)) { u.c = 0; u.j += gridDim.x; settle(T, P, u); }
-}
-__device__ __forceinline__ void issue(const long long* T, const Cursor& u, bf16* slot) {
-    const long long* f = T + u.p * FIELDS;
-    const bf16* w = (const bf16*)f[0];
+// this form's table row: w, x, y, part, count, n, k, kr, ldx
+#define ITEMS(f) ((int)((f)[5] / NT) * (int)((f)[6] / (f)[7]))
+#define CHUNKS(f) ((int)((f)[7] / 64))
+#define ROWS(f) NT
+#define K_OF(f) ((int)(f)[6])
+__device__ __forceinline__ const bf16* chunk_base(const long long* f, const Cursor& u) {
     int k = (int)f[6], kr = (int)f[7], splits = k / kr;
-    int n0 = (u.j / splits) * NT, k0 = (u.j % splits) * kr + u.c * 64;
-    for (int i = threadIdx.x; i < NT * 8; i += blockDim.x) {
-        int r = i >> 3, seg = i & 7;
-        cp16(slot + r * WPAD + seg * 8, w + (long long)(n0 + r) * k + k0 + seg * 8);
-    }
+    return (const bf16*)f[0] + (long long)((u.j / splits) * NT) * k + (u.j % splits) * kr
+        + u.c * 64;
 }
+''' + RING + r'''
 extern "C" __global__ void __launch_bounds__(THREADS, MINB)
 chain(const long long* __restrict__ T, int P, unsigned* bar) {
     extern __shared__ __align__(16) unsigned char smem[];
@@ -175,12 +209,8 @@ chain(const long long* __restrict__ T, int P, unsigned* bar) {
     const int tid = threadIdx.x, warp = (tid >> 5) & 3, q0 = (tid >> 7) * QW;
     const int g = (tid & 31) >> 2, t = tid & 3;
     for (int i = tid; i < (64 - VROWS) * XPAD; i += blockDim.x) xs[VROWS * XPAD + i] = 0;
-    Cursor pre = {0, (int)blockIdx.x, 0};
-    settle(T, P, pre);
-    for (int i = 0; i < STAGES - 1; i++) {
-        if (pre.p < P) { issue(T, pre, ring + i * NT * WPAD); advance(T, P, pre); }
-        commit();
-    }
+    Cursor pre;
+    ring_start(T, P, pre, ring);
     int slot = 0, islot = STAGES - 1;
     for (int p = 0; p < P; p++) {
         const long long* f = T + p * FIELDS;
@@ -213,12 +243,7 @@ chain(const long long* __restrict__ T, int P, unsigned* bar) {
             #pragma unroll
             for (int q = 0; q < QW; q++) acc[q][0] = acc[q][1] = acc[q][2] = acc[q][3] = 0.f;
             for (int c = 0; c < chunks; c++) {
-                wait_ring();
-                __syncthreads();
-                if (pre.p < P) { issue(T, pre, ring + islot * NT * WPAD); advance(T, P, pre); }
-                commit();
-                islot = islot + 1 == STAGES ? 0 : islot + 1;
-                const bf16* wc = ring + slot * NT * WPAD;
+                const bf16* wc = ring_step(T, P, pre, ring, slot, islot);
                 #pragma unroll
                 for (int kk = 0; kk < 64; kk += 16) {
                     const bf16* xa = xs + (16 * warp + g) * XPAD + c * 64 + kk + 2 * t;
@@ -232,7 +257,6 @@ chain(const long long* __restrict__ T, int P, unsigned* bar) {
                             *(const unsigned*)(wb + 8));
                     }
                 }
-                slot = slot + 1 == STAGES ? 0 : slot + 1;
             }
             // this K slice's partial tile (valid rows), then the last slice of the tile to
             // finish sums them in K order, two slices' loads in flight per round
@@ -310,38 +334,26 @@ FULL_K = r'''
 #define NTMAX 64
 #define STAGES __STAGES__
 #define WPAD 72
+#define SLOT (NTMAX * WPAD)
 #define FIELDS __FIELDS__
 #define VROWS 50
 ''' + HELPERS + r'''
 // Full-K form: an item is NT output columns over all of K, so no partial sums, no atomics and
 // no reduction; each warp reads its A fragments (16 rows) straight from the previous phase's
 // output in L2, one chunk ahead in registers, and the weights come through the same ring.
-struct Cursor { int p, j, c; };
 
 __device__ __forceinline__ unsigned ld_cg32(const bf16* p) {
     unsigned v;
     asm volatile("ld.global.cg.u32 %0, [%1];" : "=r"(v) : "l"(p));
     return v;
 }
-__device__ __forceinline__ int items_of(const long long* T, int p) {
-    const long long* f = T + p * FIELDS;
-    return (int)(f[3] / f[5]);
-}
-__device__ __forceinline__ void settle(const long long* T, int P, Cursor& u) {
-    while (u.p < P && u.j >= items_of(T, u.p)) { u.p++; u.j = blockIdx.x; }
-}
-__device__ __forceinline__ void advance(const long long* T, int P, Cursor& u) {
-    if (++u.c == (int)(T[u.p * FIELDS + 4] / 64)) { u.c = 0; u.j += gridDim.x; settle(T, P, u); }
-}
-__device__ __forceinline__ void issue(const long long* T, const Cursor& u, bf16* slot) {
-    const long long* f = T + u.p * FIELDS;
-    const bf16* w = (const bf16*)f[0];
-    int k = (int)f[4], nt = (int)f[5];
-    for (int i = threadIdx.x; i < nt * 8; i += blockDim.x) {
-        int r = i >> 3, seg = i & 7;
-        cp16(slot + r * WPAD + seg * 8,
-             w + (long long)(u.j * nt + r) * k + u.c * 64 + seg * 8);
-    }
+// this form's table row: w, x, y, n, k, nt, ldx
+#define ITEMS(f) ((int)((f)[3] / (f)[5]))
+#define CHUNKS(f) ((int)((f)[4] / 64))
+#define ROWS(f) ((int)(f)[5])
+#define K_OF(f) ((int)(f)[4])
+__device__ __forceinline__ const bf16* chunk_base(const long long* f, const Cursor& u) {
+    return (const bf16*)f[0] + (long long)(u.j * (int)f[5]) * (int)f[4] + u.c * 64;
 }
 __device__ __forceinline__ void load_a(unsigned* a, const bf16* r0, const bf16* r1, int k0) {
     #pragma unroll
@@ -353,17 +365,14 @@ __device__ __forceinline__ void load_a(unsigned* a, const bf16* r0, const bf16* 
     }
 }
 
+''' + RING + r'''
 extern "C" __global__ void __launch_bounds__(128, 1)
 chain_full_k(const long long* __restrict__ T, int P, unsigned* bar) {
     extern __shared__ __align__(16) unsigned char smem[];
     bf16* ring = (bf16*)smem;
     const int tid = threadIdx.x, warp = tid >> 5, g = (tid & 31) >> 2, t = tid & 3;
-    Cursor pre = {0, (int)blockIdx.x, 0};
-    settle(T, P, pre);
-    for (int i = 0; i < STAGES - 1; i++) {
-        if (pre.p < P) { issue(T, pre, ring + i * NTMAX * WPAD); advance(T, P, pre); }
-        commit();
-    }
+    Cursor pre;
+    ring_start(T, P, pre, ring);
     int slot = 0, islot = STAGES - 1;
     for (int p = 0; p < P; p++) {
         const long long* f = T + p * FIELDS;
@@ -384,12 +393,7 @@ chain_full_k(const long long* __restrict__ T, int P, unsigned* bar) {
                 #pragma unroll
                 for (int i = 0; i < 16; i++) a[i] = an[i];
                 if (c + 1 < chunks) load_a(an, r0, r1, (c + 1) * 64);
-                wait_ring();
-                __syncthreads();
-                if (pre.p < P) { issue(T, pre, ring + islot * NTMAX * WPAD); advance(T, P, pre); }
-                commit();
-                islot = islot + 1 == STAGES ? 0 : islot + 1;
-                const bf16* wc = ring + slot * NTMAX * WPAD;
+                const bf16* wc = ring_step(T, P, pre, ring, slot, islot);
                 #pragma unroll
                 for (int kk = 0; kk < 4; kk++) {
                     #pragma unroll
@@ -401,7 +405,6 @@ chain_full_k(const long long* __restrict__ T, int P, unsigned* bar) {
                         }
                     }
                 }
-                slot = slot + 1 == STAGES ? 0 : slot + 1;
             }
             const int row = 16 * warp + g;
             #pragma unroll
