@@ -18,15 +18,13 @@ K/V head) gets its `ExpertKernels` (compiler/passes/expert_kernels.py): five par
 a fused lamp kernel (kernels/triton_expert.py) with tiles, or its library form, whichever this
 GPU ran fastest at the real shapes (kernels/tuning.py, which keeps the H200's choices in
 kernels/tiles/); `tuning_out` receives the choices, where they came from, and their timings.
-Where a part in its library form follows a fused gated GEMM, its adaRMS norm folds across the
-cuBLAS GEMM (no norm kernel; counted as `expert_norm_folded`, per Euler step).
 The prefix's attentions get the same choice between `lamp::mqa_flash` (one flash kernel) and
 their two GEMMs around `lamp::masked_softmax`.
 """
 
 import torch
 
-from lamp_ros.compiler.passes.expert_kernels import LIBRARY, ExpertKernels, folded_norms
+from lamp_ros.compiler.passes.expert_kernels import LIBRARY, ExpertKernels
 from lamp_ros.compiler.passes.modules import (Attention, DecoderLayer, Fp8Linear, GeGLU,
                                               Rotary, StepAdaRMSNorm, UnitRMSNorm, VisionBlock)
 from lamp_ros.compiler.passes.stages import ExpertStage, PrefixStage
@@ -59,9 +57,6 @@ def use_kernels(modules: dict, tuning_out: dict | None = None) -> dict:
             fused = fuse_expert_layers(stage, out)
             if fused:
                 counts['expert_layer'] = fused
-            folded = folded_norms(stage.layers)
-            if folded:
-                counts['expert_norm_folded'] = folded
         if isinstance(stage, PrefixStage):
             fused = flash_prefix_attention(stage, out)
             if fused:

@@ -270,104 +270,24 @@ def _(x, weight, residual, gate, tiles, counters):
     return torch.empty_like(residual, memory_format=torch.contiguous_format)
 
 
-# ---- an adaRMS norm folded across a library GEMM ----
-# rstd(y) * ((y * mod) @ W^T) + shift @ W^T is the norm then the linear, so the norm needs no
-# kernel of its own: the gated GEMM that writes y also leaves y * mod (for cuBLAS) and the sums
-# of y^2 over each of its column blocks (the GEMM has no program that sees a whole row), and the
-# kernel after cuBLAS (the GeGLU, or the expert attention) applies rstd and the bias.
-
-def _norm_parts(n: int, tiles: list) -> int:
-    return -(-n // tiles[1])  # the GEMM's column blocks (block_n = tiles[1])
-
-
-@torch.library.custom_op('lamp::gated_linear_norm', mutates_args=())
-def gated_linear_norm(x: torch.Tensor, weight: torch.Tensor, residual: torch.Tensor,
-                      gate: torch.Tensor | None, mod: torch.Tensor, tiles: list[int],
-                      counters: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """`gated_linear` -> y, and what the adaRMS norm reading y needs: (y, y * mod in y's dtype,
-    sums of y^2 (as stored) per block of tiles[1] columns, (rows, blocks) float32)."""
-    if x.is_cuda:
-        return _triton_expert().expert_gemm(x, weight, tiles, counters=counters,
-                                            residual=residual, gate=gate, next_mod=mod)
-    return gated_linear_norm_reference(x, weight, residual, gate, mod, tiles)
-
-
-def gated_linear_norm_reference(x, weight, residual, gate, mod, tiles):
-    y = gated_linear_reference(x, weight, residual, gate)
-    yf = y.float().reshape(-1, y.shape[-1])
-    rows, n = yf.shape
-    parts = _norm_parts(n, tiles)
-    blocks = F.pad(yf, (0, parts * tiles[1] - n)).reshape(rows, parts, tiles[1])
-    sumsq = blocks.pow(2).sum(-1)
-    return y, (yf * mod.float()).to(y.dtype).view(y.shape), sumsq
-
-
-@gated_linear_norm.register_fake
-def _(x, weight, residual, gate, mod, tiles, counters):
-    y = torch.empty_like(residual, memory_format=torch.contiguous_format)
-    rows = residual.numel() // residual.shape[-1]
-    return y, torch.empty_like(y), residual.new_empty(
-        (rows, _norm_parts(residual.shape[-1], tiles)), dtype=torch.float32)
-
-
-def ada_rstd_reference(sumsq: torch.Tensor, width: int, eps: float) -> torch.Tensor:
-    """1 / rms per row from the column blocks' sums of squares (rows, blocks) -> (rows, 1)."""
-    return torch.rsqrt(sumsq.sum(1, keepdim=True) / width + eps)
-
-
-@torch.library.custom_op('lamp::norm_geglu', mutates_args=())
-def norm_geglu(gate: torch.Tensor, up: torch.Tensor, sumsq: torch.Tensor,
-               bias_gate: torch.Tensor, bias_up: torch.Tensor, width: int,
-               eps: float) -> torch.Tensor:
-    """GeGLU of an adaRMS-normalised input's raw gate/up, (y * mod) @ W^T (cuBLAS on
-    `gated_linear_norm`'s y * mod): rstd from `sumsq` (rows, blocks) over the norm's `width`,
-    gate * rstd + bias_gate and up * rstd + bias_up (the shift @ W^T), then gelu_tanh(gate) *
-    up, in one kernel."""
-    if gate.is_cuda:
-        return _triton().geglu(gate, up, norm=(sumsq, bias_gate, bias_up, width, eps))
-    return norm_geglu_reference(gate, up, sumsq, bias_gate, bias_up, width, eps)
-
-
-def norm_geglu_reference(gate, up, sumsq, bias_gate, bias_up, width, eps):
-    rstd = ada_rstd_reference(sumsq, width, eps).view(*gate.shape[:-1], 1)
-    return geglu_reference(gate.float() * rstd + bias_gate.float(),
-                           up.float() * rstd + bias_up.float()).to(gate.dtype)
-
-
-@norm_geglu.register_fake
-def _(gate, up, sumsq, bias_gate, bias_up, width, eps):
-    return torch.empty(gate.shape, dtype=gate.dtype, device=gate.device)
-
-
 @torch.library.custom_op('lamp::mqa_attention', mutates_args=())
 def mqa_attention(qkv: torch.Tensor, k_prefix: torch.Tensor, v_prefix: torch.Tensor,
                   cos: torch.Tensor, sin: torch.Tensor, mask: torch.Tensor, heads: int,
-                  scale: float, tiles: list[int], norm_sumsq: torch.Tensor | None = None,
-                  norm_bias: torch.Tensor | None = None, norm_width: int = 0,
-                  norm_eps: float = 0.0) -> torch.Tensor:
+                  scale: float, tiles: list[int]) -> torch.Tensor:
     """The action tokens' multi-query attention from the raw qkv GEMM output (b, n,
     (heads + 2) * d): q and the tokens' own k rotated by cos/sin (b, n, d/2), keys = the
     rotated prefix K (b, T, [1,] d) then the tokens' k, values likewise, `mask` (b, n, T + n)
-    bool with the eager code's finite fill -> (b, n, heads * d). With `norm_sumsq`, qkv is
-    (x * mod) @ W^T of an adaRMS norm folded across the GEMM (`gated_linear_norm`): each row
-    becomes rstd * qkv + norm_bias first, rstd from the sums over the norm's `norm_width`."""
+    bool with the eager code's finite fill -> (b, n, heads * d)."""
     if qkv.is_cuda:
-        norm = None if norm_sumsq is None else (norm_sumsq, norm_bias, norm_width, norm_eps)
         return _triton_expert().mqa_attention(qkv, k_prefix, v_prefix, cos, sin, mask, heads,
-                                              scale, tiles, norm)
-    return mqa_attention_reference(qkv, k_prefix, v_prefix, cos, sin, mask, heads, scale,
-                                   norm_sumsq, norm_bias, norm_width, norm_eps)
+                                              scale, tiles)
+    return mqa_attention_reference(qkv, k_prefix, v_prefix, cos, sin, mask, heads, scale)
 
 
-def mqa_attention_reference(qkv, k_prefix, v_prefix, cos, sin, mask, heads, scale,
-                            norm_sumsq=None, norm_bias=None, norm_width=0, norm_eps=0.0):
+def mqa_attention_reference(qkv, k_prefix, v_prefix, cos, sin, mask, heads, scale):
     b, n, _ = qkv.shape
     d = k_prefix.shape[-1]
-    qkv = qkv.float()
-    if norm_sumsq is not None:
-        rstd = ada_rstd_reference(norm_sumsq, norm_width, norm_eps).view(b, n, 1)
-        qkv = qkv * rstd + norm_bias.float()
-    q, k, v = qkv.split([heads * d, d, d], dim=-1)
+    q, k, v = qkv.float().split([heads * d, d, d], dim=-1)
     q = rotate(q.reshape(b, n, heads, d), cos, sin)
     k = rotate(k.reshape(b, n, 1, d), cos, sin).reshape(b, n, d)
     keys = torch.cat([k_prefix.float().reshape(b, -1, d), k], dim=1)
@@ -385,8 +305,7 @@ def _folded_attention(q, keys, values, mask, heads, scale):
 
 
 @mqa_attention.register_fake
-def _(qkv, k_prefix, v_prefix, cos, sin, mask, heads, scale, tiles, norm_sumsq=None,
-      norm_bias=None, norm_width=0, norm_eps=0.0):
+def _(qkv, k_prefix, v_prefix, cos, sin, mask, heads, scale, tiles):
     return qkv.new_empty((qkv.shape[0], qkv.shape[1], heads * k_prefix.shape[-1]))
 
 
@@ -414,5 +333,4 @@ def _(q, k, v, mask, heads, scale, tiles):
 
 OPERATORS = ('lamp::rms_norm', 'lamp::rope', 'lamp::geglu', 'lamp::fp8_rows',
              'lamp::geglu_fp8', 'lamp::masked_softmax', 'lamp::ada_linear', 'lamp::ada_geglu',
-             'lamp::gated_linear', 'lamp::gated_linear_norm', 'lamp::norm_geglu',
-             'lamp::mqa_attention', 'lamp::mqa_flash')
+             'lamp::gated_linear', 'lamp::mqa_attention', 'lamp::mqa_flash')

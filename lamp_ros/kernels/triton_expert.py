@@ -20,10 +20,8 @@ import torch
 import triton
 import triton.language as tl
 
-from lamp_ros.kernels.triton_kernels import ada_rstd as _ada_rstd
 from lamp_ros.kernels.triton_kernels import gelu_tanh as _gelu_tanh
 from lamp_ros.kernels.triton_kernels import grid_dependency as _grid_dependency
-from lamp_ros.kernels.triton_kernels import norm_parts as _norm_parts
 from lamp_ros.kernels.triton_kernels import pdl_launch as _pdl_launch
 from lamp_ros.kernels.triton_kernels import rows as _rows
 
@@ -38,11 +36,10 @@ def _precision(dtype) -> str:
 
 @triton.jit
 def _expert_gemm_kernel(x_ptr, w_ptr, w2_ptr, y_ptr, mod_ptr, bias_ptr, bias2_ptr, res_ptr,
-                        gate_ptr, part_ptr, part2_ptr, sumsq_ptr, count_ptr, y2_ptr, mod2_ptr,
-                        sumsq2_ptr, M, N, K, k_per_split, stride_x, stride_w, stride_w2,
-                        stride_y, stride_res, eps, NORM: tl.constexpr, GEGLU: tl.constexpr,
-                        RESIDUAL: tl.constexpr, GATED: tl.constexpr, NORM_OUT: tl.constexpr,
-                        SPLITS: tl.constexpr, SWAP: tl.constexpr,
+                        gate_ptr, part_ptr, part2_ptr, sumsq_ptr, count_ptr, M, N, K,
+                        k_per_split, stride_x, stride_w, stride_w2, stride_y, stride_res, eps,
+                        NORM: tl.constexpr, GEGLU: tl.constexpr, RESIDUAL: tl.constexpr,
+                        GATED: tl.constexpr, SPLITS: tl.constexpr, SWAP: tl.constexpr,
                         PRECISION: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
                         BK: tl.constexpr, PDL: tl.constexpr = 0):
     _grid_dependency(PDL, 1)
@@ -138,23 +135,13 @@ def _expert_gemm_kernel(x_ptr, w_ptr, w2_ptr, y_ptr, mod_ptr, bias_ptr, bias2_pt
                 acc = acc * tl.load(gate_ptr + cols, mask=col_ok,
                                     other=0.0).to(tl.float32)[None, :]
             acc = res + acc
-        y = acc.to(y_ptr.dtype.element_ty)
-        tl.store(y_ptr + rows[:, None] * stride_y + cols[None, :], y, mask=inside)
-        if NORM_OUT:  # what the next adaRMS norm reads of y: y * mod, and its sums of squares
-            yf = tl.where(inside, y.to(tl.float32), 0.0)  # over this tile's columns
-            mod2 = tl.load(mod2_ptr + cols, mask=col_ok, other=0.0)
-            tl.store(y2_ptr + rows[:, None] * stride_y + cols[None, :],
-                     (yf * mod2[None, :]).to(y_ptr.dtype.element_ty), mask=inside)
-            tl.store(sumsq2_ptr + rows * tl.num_programs(0) + pid_n, tl.sum(yf * yf, axis=1),
-                     mask=row_ok)
+        tl.store(y_ptr + rows[:, None] * stride_y + cols[None, :],
+                 acc.to(y_ptr.dtype.element_ty), mask=inside)
 
 
 def expert_gemm(x, weight, tiles, *, counters=None, weight2=None, mod=None, bias=None,
-                bias2=None, residual=None, gate=None, eps=0.0, next_mod=None):
-    """One launch of `_expert_gemm_kernel` over x (..., K) -> y (..., N); see the module doc.
-    With `next_mod` (N,), the epilogue also leaves what the adaRMS norm that reads y needs, and
-    returns (y, y * next_mod, sums of y^2 per block of block_n columns (rows, N / block_n)
-    float32): ops.gated_linear_norm.
+                bias2=None, residual=None, gate=None, eps=0.0):
+    """One launch of `_expert_gemm_kernel` over x (..., K) -> (..., N); see the module doc.
 
     tiles = (block_m, block_n, block_k, warps, stages, splits, swap): block_m rows of x by
     block_n rows of the weight per program. With splits > 1, K is cut into that many slices, one
@@ -188,34 +175,24 @@ def expert_gemm(x, weight, tiles, *, counters=None, weight2=None, mod=None, bias
     w2 = _rows(weight2) if weight2 is not None else w
     res = _rows(residual) if residual is not None else out
     mod = mod.float().contiguous() if mod is not None else None
-    y2, mod2, sumsq2 = out, out, out
-    if next_mod is not None:
-        y2 = torch.empty_like(out)
-        mod2 = next_mod.float().contiguous()
-        sumsq2 = torch.empty((m, grid[0]), **f32)
     _expert_gemm_kernel[grid](
         a, w, w2, out, mod if mod is not None else out,
         bias.float().contiguous() if bias is not None else out,
         bias2.float().contiguous() if bias2 is not None else out, res,
         gate.contiguous() if gate is not None else out, part, part2, sumsq,
-        counters if splits > 1 else out, y2, mod2, sumsq2, m, n, k, k // splits, a.stride(0),
-        w.stride(0), w2.stride(0), out.stride(0), res.stride(0), eps, NORM=mod is not None,
+        counters if splits > 1 else out, m, n, k, k // splits, a.stride(0), w.stride(0),
+        w2.stride(0), out.stride(0), res.stride(0), eps, NORM=mod is not None,
         GEGLU=weight2 is not None, RESIDUAL=residual is not None, GATED=gate is not None,
-        NORM_OUT=next_mod is not None, SPLITS=splits, SWAP=bool(swap),
-        PRECISION=_precision(x.dtype), BM=block_m, BN=block_n, BK=block_k, PDL=pdl,
+        SPLITS=splits, SWAP=bool(swap), PRECISION=_precision(x.dtype), BM=block_m,
+        BN=block_n, BK=block_k, PDL=pdl,
         num_warps=warps, num_stages=stages, **_pdl_launch(pdl))
-    shape = (*x.shape[:-1], n)
-    if next_mod is None:
-        return out.view(shape)
-    return out.view(shape), y2.view(shape), sumsq2
+    return out.view(*x.shape[:-1], n)
 
 
 @triton.jit
-def _attend_block(q1, q2, k1, k2, v1, v2, keep, key_ok, m_i, l_i, acc1, acc2, v_scale, v_bias1,
-                  v_bias2, PRECISION: tl.constexpr, V_NORM: tl.constexpr = False):
-    """One online-softmax step over a block of keys (scores already in log2 units). V_NORM: the
-    values are v_scale[key] * v + v_bias, applied as p * v_scale against the raw v plus
-    sum(p) * v_bias (a (rows, keys) tile instead of two (keys, d/2) ones)."""
+def _attend_block(q1, q2, k1, k2, v1, v2, keep, key_ok, m_i, l_i, acc1, acc2,
+                  PRECISION: tl.constexpr):
+    """One online-softmax step over a block of keys (scores already in log2 units)."""
     s = tl.dot(q1, tl.trans(k1), input_precision=PRECISION)
     s = tl.dot(q2, tl.trans(k2), s, input_precision=PRECISION)
     s = tl.where(keep != 0, s, FILL)
@@ -223,35 +200,25 @@ def _attend_block(q1, q2, k1, k2, v1, v2, keep, key_ok, m_i, l_i, acc1, acc2, v_
     m_new = tl.maximum(m_i, tl.max(s, axis=1))
     alpha = tl.exp2(m_i - m_new)
     p = tl.exp2(s - m_new[:, None])
-    p_sum = tl.sum(p, axis=1)
-    l_i = l_i * alpha + p_sum
-    acc1 = acc1 * alpha[:, None]
-    acc2 = acc2 * alpha[:, None]
-    if V_NORM:
-        acc1 += p_sum[:, None] * v_bias1[None, :]
-        acc2 += p_sum[:, None] * v_bias2[None, :]
-        p = p * v_scale[None, :]
+    l_i = l_i * alpha + tl.sum(p, axis=1)
     p = p.to(v1.dtype)
-    acc1 = tl.dot(p, v1, acc1, input_precision=PRECISION)
-    acc2 = tl.dot(p, v2, acc2, input_precision=PRECISION)
+    acc1 = tl.dot(p, v1, acc1 * alpha[:, None], input_precision=PRECISION)
+    acc2 = tl.dot(p, v2, acc2 * alpha[:, None], input_precision=PRECISION)
     return m_new, l_i, acc1, acc2
 
 
 @triton.jit
 def _mqa_kernel(q_ptr, kp_ptr, vp_ptr, cos_ptr, sin_ptr, mask_ptr, m_ptr, l_ptr, acc_ptr,
-                out_ptr, sumsq_ptr, bias_ptr, n, T, heads, stride_q_b, stride_q_t, stride_kp_b,
-                stride_kp_t, stride_vp_b, stride_vp_t, row_blocks, prefix_splits,
-                keys_per_split, qk_scale, parts, norm_width, eps, OWN: tl.constexpr,
-                NORM: tl.constexpr, PARTS: tl.constexpr, HALF: tl.constexpr, BM: tl.constexpr,
-                BN: tl.constexpr, PRECISION: tl.constexpr, PDL: tl.constexpr = 0):
+                out_ptr, n, T, heads, stride_q_b, stride_q_t, stride_kp_b, stride_kp_t,
+                stride_vp_b, stride_vp_t, row_blocks, prefix_splits, keys_per_split, qk_scale,
+                OWN: tl.constexpr, HALF: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
+                PRECISION: tl.constexpr, PDL: tl.constexpr = 0):
     """Rows = (token, head) pairs of q (token-major, as q's memory is) against one K/V head.
 
     OWN (the expert): q_ptr is the raw qkv GEMM output; q and the tokens' own k are rotated
-    here, and the last key split is the tokens' own K/V. With NORM, q/k/v are the raw
-    (x * mod) @ W^T of an adaRMS-normalised input: each row is finished here as rstd * row +
-    bias (ops.mqa_attention), rstd from the norm's sums of squares. Otherwise q is already
-    rotated and every key is in kp/vp (the prefix). With one split the program normalises and
-    writes its rows; with more, each split leaves (max, sum, output) for `_mqa_combine_kernel`, as
+    here, and the last key split is the tokens' own K/V. Otherwise q is already rotated and
+    every key is in kp/vp (the prefix). With one split the program normalises and writes its
+    rows; with more, each split leaves (max, sum, output) for `_mqa_combine_kernel`, as
     flash-decoding does. (Rotating a 64-key block of own keys holds four float32 (keys, d/2)
     tiles at once: 255 registers a thread and 58 spilled on the H200. Rotating 16 keys at a
     time removed the spills but made the kernel slower, 16.8 -> 19.4 us: four serial blocks.)"""
@@ -270,11 +237,6 @@ def _mqa_kernel(q_ptr, kp_ptr, vp_ptr, cos_ptr, sin_ptr, mask_ptr, m_ptr, l_ptr,
     q_at = q_ptr + b * stride_q_b + t[:, None] * stride_q_t + h[:, None] * 2 * HALF
     q1 = tl.load(q_at + d[None, :], mask=r_ok[:, None], other=0.0).to(tl.float32)
     q2 = tl.load(q_at + HALF + d[None, :], mask=r_ok[:, None], other=0.0).to(tl.float32)
-    if NORM:
-        rstd = _ada_rstd(sumsq_ptr, b * n + t, parts, norm_width, eps, PARTS)[:, None]
-        q_bias = bias_ptr + h[:, None] * 2 * HALF + d[None, :]
-        q1 = q1 * rstd + tl.load(q_bias)
-        q2 = q2 * rstd + tl.load(q_bias + HALF)
     if OWN:  # RoPE on q here
         cs = (b * n + t)[:, None] * HALF + d[None, :]
         c = tl.load(cos_ptr + cs)
@@ -302,7 +264,7 @@ def _mqa_kernel(q_ptr, kp_ptr, vp_ptr, cos_ptr, sin_ptr, mask_ptr, m_ptr, l_ptr,
             keep = tl.load(mask_row + keys[None, :], mask=r_ok[:, None] & key_ok[None, :],
                            other=0)
             m_i, l_i, acc1, acc2 = _attend_block(q1, q2, k1, k2, v1, v2, keep, key_ok, m_i,
-                                                 l_i, acc1, acc2, l_i, d, d, PRECISION)
+                                                 l_i, acc1, acc2, PRECISION)
     elif OWN:  # the action tokens' own K/V, from the qkv GEMM; K rotated here
         for k0 in range(0, n, BN):
             j = k0 + tl.arange(0, BN)
@@ -312,26 +274,16 @@ def _mqa_kernel(q_ptr, kp_ptr, vp_ptr, cos_ptr, sin_ptr, mask_ptr, m_ptr, l_ptr,
                 + d[None, :]
             k1 = tl.load(k_at, mask=key_ok[:, None], other=0.0).to(tl.float32)
             k2 = tl.load(k_at + HALF, mask=key_ok[:, None], other=0.0).to(tl.float32)
-            v1 = tl.load(k_at + 2 * HALF, mask=key_ok[:, None], other=0.0)
-            v2 = tl.load(k_at + 3 * HALF, mask=key_ok[:, None], other=0.0)
-            rstd_k = l_i  # unused without NORM
-            v_bias1, v_bias2 = d, d
-            if NORM:  # k normalised here, v in _attend_block (V_NORM)
-                rstd_k = _ada_rstd(sumsq_ptr, b * n + jj, parts, norm_width, eps, PARTS)
-                kv_bias = bias_ptr + heads * 2 * HALF + d
-                k1 = k1 * rstd_k[:, None] + tl.load(kv_bias)[None, :]
-                k2 = k2 * rstd_k[:, None] + tl.load(kv_bias + HALF)[None, :]
-                v_bias1 = tl.load(kv_bias + 2 * HALF)
-                v_bias2 = tl.load(kv_bias + 3 * HALF)
             kcs = (b * n + jj)[:, None] * HALF + d[None, :]
             kc = tl.load(cos_ptr + kcs)
             ksn = tl.load(sin_ptr + kcs)
             k1, k2 = (k1 * kc - k2 * ksn).to(dtype), (k2 * kc + k1 * ksn).to(dtype)
+            v1 = tl.load(k_at + 2 * HALF, mask=key_ok[:, None], other=0.0)
+            v2 = tl.load(k_at + 3 * HALF, mask=key_ok[:, None], other=0.0)
             keep = tl.load(mask_row + T + j[None, :], mask=r_ok[:, None] & key_ok[None, :],
                            other=0)
             m_i, l_i, acc1, acc2 = _attend_block(q1, q2, k1, k2, v1, v2, keep, key_ok, m_i,
-                                                 l_i, acc1, acc2, rstd_k, v_bias1, v_bias2,
-                                                 PRECISION, NORM)
+                                                 l_i, acc1, acc2, PRECISION)
     _grid_dependency(PDL, 2)
     if splits > 1:  # this slice's (max, sum, output); _mqa_combine_kernel merges the slices
         part = (b * splits + split) * rows_total + r
@@ -372,9 +324,8 @@ def _mqa_combine_kernel(m_ptr, l_ptr, acc_ptr, out_ptr, rows_total, splits,
 
 
 def _attend(q, stride_q, k, v, mask, heads, scale, n, T, d, block_m, block_n, keys_per_split,
-            warps, stages, own, cos=None, sin=None, pdl=0, norm=None):
-    """Launch `_mqa_kernel` -> (b, n, heads * d); q rows are token-major, k/v (b, T, d);
-    norm = (sumsq, bias, width, eps) when q/k/v are a folded adaRMS norm's raw GEMM output."""
+            warps, stages, own, cos=None, sin=None, pdl=0):
+    """Launch `_mqa_kernel` -> (b, n, heads * d); q rows are token-major, k/v (b, T, d)."""
     b = q.shape[0]
     kp, vp = k.reshape(b, T, d), v.reshape(b, T, d)
     kp = kp if kp.stride(2) == 1 else kp.contiguous()
@@ -395,18 +346,10 @@ def _attend(q, stride_q, k, v, mask, heads, scale, n, T, d, block_m, block_n, ke
         cos, sin = cos.float().contiguous(), sin.float().contiguous()
     else:
         cos = sin = out
-    if norm is None:
-        sumsq = bias = out
-        parts, width, eps = 1, 1, 0.0
-    else:
-        sumsq, bias, width, eps = norm
-        parts = _norm_parts(sumsq, b * n)
-        bias = bias.float().contiguous()
     _mqa_kernel[(b * row_blocks, splits)](
-        q, kp, vp, cos, sin, keep, m, l_, acc, out, sumsq, bias, n, T, heads, stride_q[0],
+        q, kp, vp, cos, sin, keep, m, l_, acc, out, n, T, heads, stride_q[0],
         stride_q[1], kp.stride(0), kp.stride(1), vp.stride(0), vp.stride(1), row_blocks,
-        prefix_splits, keys_per_split, scale * LOG2E, parts, width, eps, OWN=own,
-        NORM=norm is not None, PARTS=triton.next_power_of_2(parts), HALF=d // 2, BM=block_m,
+        prefix_splits, keys_per_split, scale * LOG2E, OWN=own, HALF=d // 2, BM=block_m,
         BN=block_n, PRECISION=_precision(q.dtype), PDL=pdl, num_warps=warps, num_stages=stages,
         **_pdl_launch(pdl))
     if splits > 1:
@@ -417,15 +360,13 @@ def _attend(q, stride_q, k, v, mask, heads, scale, n, T, d, block_m, block_n, ke
     return out
 
 
-def mqa_attention(qkv, k_prefix, v_prefix, cos, sin, mask, heads, scale, tiles, norm=None):
+def mqa_attention(qkv, k_prefix, v_prefix, cos, sin, mask, heads, scale, tiles):
     """Attention of the action tokens: every query head of qkv (b, n, (heads + 2) * d) against
     the prefix K/V (b, T, d) and the tokens' own K/V -> (b, n, heads * d).
 
     One program per (block of query rows, slice of keys) keeps the GPU busy at 50 queries; a
     second kernel merges the slices' (max, sum, output) as flash-decoding does. tiles =
-    (block_m, block_n, keys_per_split, warps, stages[, pdl]): pdl as in expert_gemm. norm =
-    (sumsq, bias, width, eps): qkv is the raw GEMM output of a folded adaRMS norm
-    (ops.mqa_attention)."""
+    (block_m, block_n, keys_per_split, warps, stages[, pdl]): pdl as in expert_gemm."""
     block_m, block_n, keys_per_split, warps, stages = tiles[:5]
     pdl = tiles[5] if len(tiles) > 5 else 0
     b, n, width = qkv.shape
@@ -434,8 +375,7 @@ def mqa_attention(qkv, k_prefix, v_prefix, cos, sin, mask, heads, scale, tiles, 
         raise ValueError(f'mqa_attention: qkv {tuple(qkv.shape)} is not q/k/v of {heads} heads '
                          f'of {d}')
     return _attend(qkv, qkv.stride()[:2], k_prefix, v_prefix, mask, heads, scale, n, T, d,
-                   block_m, block_n, keys_per_split, warps, stages, True, cos, sin, pdl,
-                   norm)
+                   block_m, block_n, keys_per_split, warps, stages, True, cos, sin, pdl)
 
 
 def mqa_flash(q, k, v, mask, heads, scale, tiles):

@@ -107,66 +107,27 @@ def gelu_tanh(g):
 
 
 @triton.jit
-def ada_rstd(sumsq_ptr, tokens, parts, width, eps, PARTS: tl.constexpr):
-    """1 / rms of the rows `tokens` (R,) of an adaRMS norm's input, from the sums of squares
-    the GEMM that wrote it left per block of its columns, (rows, parts) float32 (expert_gemm's
-    norm output), summed in block order -> (R,) float32."""
-    p = tl.arange(0, PARTS)
-    sq = tl.load(sumsq_ptr + tokens[:, None] * parts + p[None, :], mask=p[None, :] < parts,
-                 other=0.0)
-    return tl.rsqrt(tl.sum(sq, axis=1) / width + eps)
-
-
-@triton.jit
-def _geglu_kernel(gate_ptr, up_ptr, y_ptr, stride_gate, stride_up, n_cols, sumsq_ptr,
-                  bias_gate_ptr, bias_up_ptr, parts, width, eps,
-                  NORM: tl.constexpr, PARTS: tl.constexpr, BLOCK: tl.constexpr,
-                  PDL: tl.constexpr = 0):
+def _geglu_kernel(gate_ptr, up_ptr, y_ptr, stride_gate, stride_up, n_cols,
+                  BLOCK: tl.constexpr, PDL: tl.constexpr = 0):
     grid_dependency(PDL, 1)
     row = tl.program_id(0)
     cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
     inside = cols < n_cols
     g = tl.load(gate_ptr + row * stride_gate + cols, mask=inside, other=0.0).to(tl.float32)
     u = tl.load(up_ptr + row * stride_up + cols, mask=inside, other=0.0).to(tl.float32)
-    if NORM:  # gate and up are raw (x * mod) @ W^T: finish the adaRMS norm (see norm_geglu)
-        rstd = ada_rstd(sumsq_ptr, row + tl.zeros((1,), dtype=tl.int32), parts, width, eps,
-                        PARTS)
-        g = g * rstd + tl.load(bias_gate_ptr + cols, mask=inside, other=0.0)
-        u = u * rstd + tl.load(bias_up_ptr + cols, mask=inside, other=0.0)
     y = gelu_tanh(g) * u
     tl.store(y_ptr + row * n_cols + cols, y.to(y_ptr.dtype.element_ty), mask=inside)
 
 
-def geglu(gate, up, pdl=0, norm=None):
-    """gelu_tanh(gate) * up; with norm = (sumsq, bias_gate, bias_up, width, eps), gate and up
-    are first finished as adaRMS-normalised linears (ops.norm_geglu)."""
+def geglu(gate, up, pdl=0):
     g, u = rows(gate), rows(up)
     m, n = g.shape
     out = torch.empty((m, n), dtype=gate.dtype, device=gate.device)
     block = 1024
-    if norm is None:
-        sumsq = bias_gate = bias_up = out
-        parts, width, eps = 1, 1, 0.0
-    else:
-        sumsq, bias_gate, bias_up, width, eps = norm
-        parts = norm_parts(sumsq, m)
-        bias_gate, bias_up = bias_gate.float().contiguous(), bias_up.float().contiguous()
-    _geglu_kernel[(m, triton.cdiv(n, block))](g, u, out, g.stride(0), u.stride(0), n, sumsq,
-                                              bias_gate, bias_up, parts, width, eps,
-                                              NORM=norm is not None,
-                                              PARTS=triton.next_power_of_2(parts),
+    _geglu_kernel[(m, triton.cdiv(n, block))](g, u, out, g.stride(0), u.stride(0), n,
                                               BLOCK=block, PDL=min(pdl, 1), num_warps=4,
                                               **pdl_launch(pdl))
     return out.view(gate.shape)
-
-
-def norm_parts(sumsq, n_tokens: int) -> int:
-    """The column blocks of an adaRMS norm's partial sums of squares (n_tokens, parts)."""
-    if sumsq.dim() != 2 or sumsq.shape[0] != n_tokens or sumsq.dtype != torch.float32 \
-            or not sumsq.is_contiguous():
-        raise ValueError(f'norm sums of squares {tuple(sumsq.shape)} {sumsq.dtype} are not '
-                         f'contiguous float32 ({n_tokens}, parts)')
-    return sumsq.shape[1]
 
 
 @triton.jit

@@ -9,13 +9,11 @@ inference does.
 
 Forms: 'fused' (every part on a lamp kernel), 'swapped' (the same with swapped GEMM tiles) and
 'chosen' (qkv and gate_up in their library form: rms_norm + cuBLAS [+ geglu], o and down fused,
-as the H200 build picked); 'folded' ('chosen' with the norms folded across cuBLAS: no rms_norm
-kernels after the first layer's; 'folded mlp' folds the MLP's norm only);
-'chosen pdl1' and 'chosen pdl2' are 'chosen' with every lamp kernel launched as a programmatic
-dependent launch (triton_kernels.grid_dependency), letting the next kernel launch at once (1)
-or after the main loop (2); their step must equal 'chosen' bit for bit. The attention section
-also times tilings outside the build's candidates (EXTRA_ATTENTION), and the report lists each
-compiled lamp kernel's registers, spills and shared memory.
+as the H200 build picked); 'chosen pdl1' and 'chosen pdl2' are 'chosen' with every lamp kernel
+launched as a programmatic dependent launch (triton_kernels.grid_dependency), letting the next
+kernel launch at once (1) or after the main loop (2); their step must equal 'chosen' bit for
+bit. The attention section also times tilings outside the build's candidates (EXTRA_ATTENTION),
+and the report lists each compiled lamp kernel's registers, spills and shared memory.
 
 Measured on the H200 (2026-11-30, bench/results/expert_chain_h200.json, before the swapped
 form existed): chosen 48.2 us per layer, fused 69.3; the isolated part timings sum to 41.7, so
@@ -44,7 +42,6 @@ GEMM = {'fused': {'qkv': [64, 16, 128, 4, 4, 1, 0], 'o': [64, 32, 128, 4, 4, 4, 
         'swapped': {'qkv': [64, 64, 128, 4, 4, 2, 1], 'o': [64, 64, 128, 4, 4, 8, 1],
                     'gate_up': [64, 64, 128, 4, 4, 2, 1], 'down': [64, 64, 128, 4, 4, 8, 1]}}
 ATTENTION = [16, 64, 128, 4, 1]
-FORMS = ('fused', 'swapped', 'chosen', 'chosen pdl1', 'chosen pdl2', 'folded', 'folded mlp')
 # attention tilings the build does not try: software pipelining of a split's key blocks,
 # 2 and 8 warps, 32-key blocks (block_m, block_n, keys_per_split, warps, stages)
 EXTRA_ATTENTION = [[16, 64, 128, 4, 2], [16, 64, 256, 4, 2], [16, 32, 128, 4, 2],
@@ -85,64 +82,7 @@ def gemm_part(part, L, inp, x, tiles, counters, pdl=0):
                           gate=L['gate_o'])
 
 
-def folded_step(layers, x, rotation, mask, counters, attention=True):
-    """'chosen' with the adaRMS norms folded across the cuBLAS GEMMs (ExpertKernels.step):
-    o and down leave x * mod and the sums of x^2 for the norm after them, the GeGLU and the
-    attention finish it; only the first layer's input norm keeps its rms_norm kernel, as in
-    'chosen'. The folded norms take the fused forms' constants (mod, b_qkv, b_gate, b_up).
-    attention=False ('folded mlp'): only the MLP's norm folds."""
-    carry = None
-    for i, L in enumerate(layers):
-        if carry is None:  # as 'chosen' does it (its own constants: no bias to add)
-            qkv = gemm_part('qkv', L, x, x, [], counters)
-            norm = None
-        else:
-            qkv = F.linear(carry[0], L['qkv'])
-            norm = (carry[1], L['b_qkv'], WIDTH, 1e-6)
-        a = te.mqa_attention(qkv, L['kp'], L['vp'], *rotation, mask, HEADS, D ** -0.5,
-                             ATTENTION, norm)
-        x, scaled, sumsq = te.expert_gemm(a, L['o'], GEMM['fused']['o'], counters=counters,
-                                          residual=x, gate=L['gate_o'], next_mod=L['mod'])
-        gate, up = F.linear(scaled, L['gate_up']).chunk(2, -1)
-        h = tk.geglu(gate, up, norm=(sumsq, L['b_gate'], L['b_up'], WIDTH, 1e-6))
-        following = layers[i + 1]['mod'] if i + 1 < len(layers) and attention else None
-        out = te.expert_gemm(h, L['down'], GEMM['fused']['down'], counters=counters,
-                             residual=x, gate=L['gate_o'], next_mod=following)
-        x, carry = (out[0], out[1:]) if following is not None else (out, None)
-    return x
-
-
-def folded_kernels(L, x, rotation, mask, counters) -> dict:
-    """The kernels a folded norm changes, alone, with and without their share of the norm
-    (us): the gated GEMM (o) with and without the norm's outputs, the GeGLU and the attention
-    with and without finishing the norm."""
-    a = torch.randn(1, ROWS, HEADS * D, dtype=x.dtype, device=x.device)
-    _, scaled, sumsq = te.expert_gemm(a, L['o'], GEMM['fused']['o'], counters=counters,
-                                      residual=x, gate=L['gate_o'], next_mod=L['mod'])
-    gate, up = F.linear(scaled, L['gate_up']).chunk(2, -1)
-    qkv = F.linear(scaled, L['qkv'])
-    norm = (sumsq, L['b_qkv'], WIDTH, 1e-6)
-    runs = {
-        'o': lambda: te.expert_gemm(a, L['o'], GEMM['fused']['o'], counters=counters,
-                                    residual=x, gate=L['gate_o']),
-        'o + norm outputs': lambda: te.expert_gemm(a, L['o'], GEMM['fused']['o'],
-                                                   counters=counters, residual=x,
-                                                   gate=L['gate_o'], next_mod=L['mod']),
-        'rms_norm': lambda: tk.rms_norm(x, L['scale'], L['shift'], 1e-6),
-        'geglu': lambda: tk.geglu(gate, up),
-        'geglu + norm': lambda: tk.geglu(gate, up, norm=(sumsq, L['b_gate'], L['b_up'], WIDTH,
-                                                         1e-6)),
-        'attention': lambda: te.mqa_attention(qkv, L['kp'], L['vp'], *rotation, mask, HEADS,
-                                              D ** -0.5, ATTENTION),
-        'attention + norm': lambda: te.mqa_attention(qkv, L['kp'], L['vp'], *rotation, mask,
-                                                     HEADS, D ** -0.5, ATTENTION, norm),
-    }
-    return {name: 1e3 * tuning.gpu_time_ms(run) for name, run in runs.items()}
-
-
 def step(layers, x, rotation, mask, counters, form: str):
-    if form.startswith('folded'):
-        return folded_step(layers, x, rotation, mask, counters, form == 'folded')
     base, _, pdl = form.partition(' pdl')
     pdl = int(pdl or 0)
     tiles = {**GEMM['fused'], 'qkv': [], 'gate_up': []} if base == 'chosen' else GEMM[base]
@@ -277,8 +217,6 @@ def main():
     parser.add_argument('--out', default='')
     parser.add_argument('--gemms', action='store_true',
                         help='also time each GEMM part alone in every swapped tiling')
-    parser.add_argument('--forms', default=','.join(FORMS),
-                        help='comma-separated forms to time (default: all)')
     parser.add_argument('--once', action='store_true',
                         help='run 3 plain chosen steps and stop (for a profiler)')
     args = parser.parse_args()
@@ -299,7 +237,7 @@ def main():
         return
     report = {'layers': LAYERS, 'gemm_tiles': GEMM, 'attention_tiles': ATTENTION}
     outputs = {}
-    for form in args.forms.split(','):
+    for form in ('fused', 'swapped', 'chosen', 'chosen pdl1', 'chosen pdl2'):
         try:
             ms, outputs[form] = time_graph(lambda: step(layers, x, rotation, mask, counters,
                                                         form))
@@ -314,9 +252,6 @@ def main():
                                                                outputs['chosen']))
         print(f'{form:12s} step {ms:.3f} ms, {1e3 * ms / LAYERS:.1f} us per layer '
               f'{report[form]}', flush=True)
-    if any(form.startswith('folded') for form in args.forms.split(',')):
-        report['folded_kernels_us'] = folded_kernels(layers[0], x, rotation, mask, counters)
-        print('folded kernels', report['folded_kernels_us'], flush=True)
     report['counters_left'] = int(counters.abs().sum())
     report['kernel_resources'] = kernel_resources()
     save(report, args.out)

@@ -112,48 +112,6 @@ def test_expert_gemms_match_the_reference(splits, swap):
                                cases[2][1], atol=3e-5, rtol=0)
 
 
-@pytest.mark.parametrize('splits', [1, 4])
-def test_norm_folded_across_a_library_gemm(splits):
-    """The gated GEMM that leaves an adaRMS norm's input (y * mod, sums of y^2 per column
-    block), and the two kernels that finish the norm after cuBLAS: the GeGLU and the expert
-    attention, each against its reference and together against the unfolded norm."""
-    torch.manual_seed(0)
-    b, n, width, heads, d, prefix = 2, 7, 96, 4, 32, 37
-    x, residual = torch.randn(b, n, 64), torch.randn(b, n, width)
-    w, gate, mod = torch.randn(width, 64) / 8, torch.randn(width), 1 + torch.randn(width) / 10
-    counters = torch.zeros(32, dtype=torch.int32)
-    tiles = [16, 32, 64 // splits, 4, 2, splits, 0]  # 3 column blocks of 32
-    got = triton_expert.expert_gemm(x, w, tiles, counters=counters, residual=residual,
-                                    gate=gate, next_mod=mod)
-    want = ops.gated_linear_norm_reference(x, w, residual, gate, mod, tiles)
-    assert got[2].shape == (b * n, 3) and not counters.any()
-    for a, c in zip(got, want):
-        torch.testing.assert_close(a, c, atol=3e-5, rtol=1e-6)
-    y, scaled, sumsq = want
-    w_gu, bias_gu = torch.randn(2, 80, width) / 8, torch.randn(2, 80)
-    raw = [scaled @ wi.t() for wi in w_gu]
-    folded = triton_kernels.geglu(*raw, norm=(sumsq, *bias_gu, width, 1e-6))
-    torch.testing.assert_close(folded, ops.norm_geglu_reference(*raw, sumsq, *bias_gu, width,
-                                                                1e-6), atol=3e-5, rtol=0)
-    # the fold computes the norm then the linear: rms_norm's (1 + scale) is mod
-    shift = torch.randn(width)
-    unfolded = [ops.rms_norm_reference(y, mod - 1, shift, 1e-6) @ wi.t() for wi in w_gu]
-    torch.testing.assert_close(ops.norm_geglu_reference(*raw, sumsq, *(shift @ w_gu.mT),
-                                                        width, 1e-6),
-                               ops.geglu_reference(*unfolded), atol=1e-4, rtol=1e-4)
-    w_qkv, bias = torch.randn((heads + 2) * d, width) / 8, torch.randn((heads + 2) * d)
-    qkv = scaled @ w_qkv.t()
-    k_prefix, v_prefix = torch.randn(2, b, prefix, 1, d)
-    angle = torch.randn(b, n, d // 2)
-    mask = torch.rand(b, n, prefix + n) > 0.3
-    args = (qkv, k_prefix, v_prefix, angle.cos(), angle.sin(), mask, heads, d ** -0.5)
-    torch.testing.assert_close(
-        triton_expert.mqa_attention(*args, [16, 16, 16, 4, 1], (sumsq, bias, width, 1e-6)),
-        ops.mqa_attention_reference(*args, sumsq, bias, width, 1e-6), atol=3e-5, rtol=0)
-    with pytest.raises(ValueError, match='not contiguous float32'):
-        triton_kernels.geglu(*raw, norm=(sumsq[:5], *bias_gu, width, 1e-6))
-
-
 @pytest.mark.parametrize('tiles, n', [([16, 16, 16, 4, 1], 7), ([32, 16, 32, 4, 2], 7),
                                       ([16, 16, 64, 4, 1], 7),
                                       ([16, 16, 16, 4, 1, 0], 7),  # sixth: dependent launch off
