@@ -11,8 +11,11 @@ machine: export records the device.
 Run side (needs torch with CUDA on the robot; CPU artifacts never load this module): load the
 program (after importing kernels/ops.py, which registers the `lamp::` operators it names), bind
 the weights from weights/<node>.safetensors (the checksummed canonical copy),
-allocate static input buffers once, warm up, capture one CUDA graph of the whole group, and on
-each run copy the inputs into the static buffers, replay, and copy the outputs back.
+allocate static input buffers once, warm up, and capture one CUDA graph of the whole group
+with its transfers in it: the inputs' copies from pinned host buffers, the program, the outputs'
+copies to pinned host buffers. A run fills the pinned inputs (numpy, on the CPU), replays the
+graph, waits once, and reads the pinned outputs: no pageable copy that blocks the CPU per input,
+no launch outside the graph.
 AOTInductor packages would be the natural format but crash at load on the H200 image
 (FIELD-NOTES), hence the exported program + CUDA graph.
 """
@@ -106,15 +109,26 @@ class CudaGraphRunner:
         specs = [meta['inputs'][name] for name in self.inputs]  # JSON key order is not ours
         self.static_in = [torch.zeros(s['shape'], dtype=getattr(torch, s['dtype']),
                                       device=device) for s in specs]
+        self.host_in = [torch.zeros(s['shape'], dtype=getattr(torch, s['dtype']),
+                                    pin_memory=True) for s in specs]
         self.stream = torch.cuda.Stream(device)
         with torch.no_grad(), torch.cuda.stream(self.stream):
             for _ in range(2):  # warm-up outside capture (allocations, autotuning)
-                self.module(*self.static_in)
+                out = self.module(*self.static_in)
         torch.cuda.synchronize(device)
+        outs = out if isinstance(out, (tuple, list)) else (out,)
+        # float outputs come back as float32 (what the host stages read), others as they are
+        self.host_out = [torch.empty(o.shape, pin_memory=True,
+                                     dtype=torch.float32 if o.is_floating_point() else o.dtype)
+                         for o in outs]
         self.graph = torch.cuda.CUDAGraph()
         with torch.no_grad(), torch.cuda.graph(self.graph, stream=self.stream):
+            for buf, host in zip(self.static_in, self.host_in):
+                buf.copy_(host, non_blocking=True)
             out = self.module(*self.static_in)
-        self.static_out = out if isinstance(out, (tuple, list)) else (out,)
+            outs = out if isinstance(out, (tuple, list)) else (out,)
+            for host, value in zip(self.host_out, outs):
+                host.copy_(value.to(host.dtype), non_blocking=True)
         self.events = [torch.cuda.Event(enable_timing=True) for _ in range(2)]
         self.last_device_ms = None  # CUDA-event time of the last replay (the profiler reads it)
 
@@ -132,18 +146,19 @@ class CudaGraphRunner:
 
     def run(self, feeds: dict, state=None, out=None) -> dict:
         torch = self.torch
-        for buf, name in zip(self.static_in, self.inputs):
+        for host, name in zip(self.host_in, self.inputs):
             value = torch.as_tensor(np.ascontiguousarray(feeds[name]))
-            if tuple(value.shape) != tuple(buf.shape):
+            if tuple(value.shape) != tuple(host.shape):
                 raise ValueError(f'{name}: shape {tuple(value.shape)}, the captured graph '
-                                 f'needs {tuple(buf.shape)}')
-            buf.copy_(value.to(buf.dtype), non_blocking=False)
+                                 f'needs {tuple(host.shape)}')
+            host.copy_(value)  # casts on the CPU; the graph copies it to the GPU
         self.events[0].record()
         self.graph.replay()
         self.events[1].record()
-        torch.cuda.current_stream().synchronize()
+        self.events[1].synchronize()
         self.last_device_ms = self.events[0].elapsed_time(self.events[1])
-        return {name: _host(out) for name, out in zip(self.outputs, self.static_out)}
+        # copies: the pinned buffers are the next replay's destination
+        return {name: host.numpy().copy() for name, host in zip(self.outputs, self.host_out)}
 
 
 def load(group, ctx):
