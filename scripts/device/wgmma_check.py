@@ -1,0 +1,310 @@
+"""Does a warpgroup MMA (wgmma) with both operands in shared memory compute the right tile when
+built here through NVRTC for sm_90a? The next step of the persistent expert after
+nvrtc_hopper_check.py (bulk copies into shared memory at 4.2 TB/s): its consumer warpgroups
+multiply the weight tiles where the copies leave them, with no register loads of the operands.
+
+One warpgroup (128 threads) computes D (64 x 64, float32) = A (64 x K) @ B (64 x K)^T in bf16,
+K = 64 as four k-steps of 16, A and B stored K-major (B is a weight block as the expert stores
+it: (N, K) rows) in the no-swizzle layout: 8 x 8 "core matrices" of 128 contiguous bytes, the
+core matrix of rows 8i.. and columns 8j.. at byte i * SBO + j * LBO, with LBO = 128 (the next
+one along K) and SBO = K * 16 (the next 8 rows). Each thread's 32 accumulators are written out
+raw, and the report says
+
+- for the descriptor as CUTLASS builds it (leading byte offset = the K-direction step) and with
+  the two offsets swapped: the largest error against A @ B^T read through the m64nNk16 float32
+  fragment layout (thread t = 32 w + l holds rows 16 w + l / 4 (+ 8), columns 8 j + 2 (l % 4)
+  (+ 1) of every 8-column chunk j), and
+- what share of the raw accumulators equal some entry of A @ B^T at all (1.0 with a wrong
+  fragment layout guess but right descriptors; low with wrong descriptors).
+
+Then the same instruction fed by bulk copies: `stream_gemm` (STREAM below) at the expert's two
+K = 1024 GEMMs, 64 rows, both operands packed by the host into tiles whose bytes are the shared
+memory layout, timed per layer on 18 distinct weights (HBM) against cuBLAS on the same.
+
+    python3 scripts/device/wgmma_check.py [--out FILE.json]
+
+Measured on the H200 (2026-12-01, bench/results/wgmma_check_h200.json): the tile is right with
+the descriptor as CUTLASS builds it (max error 1.3e-7 of max |D|, i.e. float32 rounding; the
+fragment layout above confirmed) and wrong with the offsets swapped (1.42). stream_gemm is right
+in every form (1.2e-6) and, alone, not yet faster than cuBLAS: gate/up 64 x 8192 x 1024 7.89 us
+with a ring of 8 and the MMAs overlapping the next tile's arrival (9.12 / 8.75 us waiting for
+them; 2 and 4 K slices 9.52 / 13.62) against cuBLAS 7.38; qkv 64 x 2560 x 1024 (40 column
+blocks) 5.58 us in 2 K slices (6.55 in one, 6.27 in 4) against 5.20. That is 2.1 TB/s from a
+standalone launch that must ramp up; what is left for a persistent expert is keeping the stream
+going across GEMMs (the next weights land while this GEMM's MMAs run), a producer warp apart
+from the MMA warpgroup, and X shared through the cluster instead of re-read per block.
+"""
+
+import argparse
+import json
+import os
+import sys
+
+import torch
+
+K = 64
+N = 64
+REGS = N // 2  # float32 accumulators per thread for m64nNk16
+
+PRELUDE = r'''
+typedef unsigned long long u64;
+
+__device__ __forceinline__ unsigned smem_addr(const void* p) {
+    unsigned r;
+    asm volatile("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }"
+                 : "=r"(r) : "l"(p));
+    return r;
+}
+// shared memory matrix descriptor, no swizzle: addresses and offsets in 16-byte units
+__device__ __forceinline__ u64 descriptor(unsigned addr, unsigned lbo, unsigned sbo) {
+    return (u64)((addr & 0x3FFFF) >> 4) | ((u64)((lbo & 0x3FFFF) >> 4) << 16)
+        | ((u64)((sbo & 0x3FFFF) >> 4) << 32);
+}
+'''
+
+SOURCE = PRELUDE + r'''
+
+extern "C" __global__ void __launch_bounds__(128, 1)
+wgmma_tile(const unsigned short* A, const unsigned short* B, float* raw, int swap) {
+    extern __shared__ __align__(128) unsigned char smem[];
+    const int K = __K__;
+    unsigned char* sa = smem;
+    unsigned char* sb = smem + 64 * K * 2;
+    for (int i = threadIdx.x; i < 64 * K; i += blockDim.x) {
+        int r = i / K, k = i % K;
+        unsigned at = (r / 8) * (K * 16) + (k / 8) * 128 + (r % 8) * 16 + (k % 8) * 2;
+        *(unsigned short*)(sa + at) = A[i];
+        *(unsigned short*)(sb + at) = B[i];
+    }
+    // generic-proxy writes of shared memory, read by the async proxy (wgmma)
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    __syncthreads();
+    float d[__REGS__];
+    for (int r = 0; r < __REGS__; r++) d[r] = 0.f;
+    unsigned lbo = swap ? K * 16 : 128, sbo = swap ? 128 : K * 16;
+    asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+    for (int s = 0; s < K / 16; s++) {
+        u64 da = descriptor(smem_addr(sa) + 256 * s, lbo, sbo);
+        u64 db = descriptor(smem_addr(sb) + 256 * s, lbo, sbo);
+        __WGMMA__
+    }
+    asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+    asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+    for (int r = 0; r < __REGS__; r++) raw[threadIdx.x * __REGS__ + r] = d[r];
+}
+'''
+
+
+# Y (64 x N) = X (64 x K) @ W (N x K)^T with the operands packed by the host into 8 KB tiles
+# (64 rows x 64 of K, the core-matrix layout above: LBO 128, SBO 1024), so that one 1-D bulk
+# copy puts a tile where the wgmma reads it. Block (b, s) owns columns [64 b, 64 b + 64) over
+# slice s of K (gridDim.y slices; each slice's partial Y goes to its own plane: the sum would be
+# on chip in a real kernel): its W tiles are contiguous. Thread 0 keeps NBUF - 1 k-tiles in
+# flight (W tile into a ring slot, X tile into its own place: X stays for the whole loop), each
+# counted in bytes by the slot's mbarrier; the warpgroup waits for a k-tile and runs its four
+# m64n64k16 wgmma. OVERLAP 0: it waits for them before the slot is refilled; OVERLAP 1: it waits
+# only for the previous k-tile's (wait_group 1), so the MMAs run while the next tile lands.
+STREAM = PRELUDE + r'''
+#define NBUF __NBUF__
+#define TILE 8192
+__device__ __forceinline__ void wait_phase(unsigned bar, unsigned phase) {
+    unsigned done = 0;
+    while (!done) {
+        asm volatile("{ .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+                     " selp.u32 %0, 1, 0, p; }" : "=r"(done) : "r"(bar), "r"(phase) : "memory");
+    }
+}
+__device__ __forceinline__ void bulk(unsigned char* to, const unsigned char* from, unsigned bar) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
+                 " [%0], [%1], %2, [%3];"
+                 :: "r"(smem_addr(to)), "l"(from), "r"(TILE), "r"(bar) : "memory");
+}
+__device__ __forceinline__ void fetch(unsigned char* sx, unsigned char* sw, const unsigned char* x,
+                                      const unsigned char* w, int i, unsigned bar) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;"
+                 :: "r"(bar), "r"(2 * TILE) : "memory");
+    bulk(sx + i * TILE, x + (long long)i * TILE, bar);
+    bulk(sw + (i % NBUF) * TILE, w + (long long)i * TILE, bar);
+}
+
+extern "C" __global__ void __launch_bounds__(128, 1)
+stream_gemm(const unsigned char* X, const unsigned char* W, float* Y, int n, int all_ktiles) {
+    extern __shared__ __align__(1024) unsigned char smem[];
+    __shared__ __align__(8) u64 bars[NBUF];
+    const int ktiles = all_ktiles / gridDim.y, k0 = blockIdx.y * ktiles;
+    unsigned char* sx = smem;
+    unsigned char* sw = smem + ktiles * TILE;
+    const unsigned char* w = W + ((long long)blockIdx.x * all_ktiles + k0) * TILE;
+    X += (long long)k0 * TILE;
+    Y += (long long)blockIdx.y * 64 * n;
+    if (threadIdx.x == 0) {
+        for (int b = 0; b < NBUF; b++)
+            asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(smem_addr(&bars[b])));
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+        for (int i = 0; i < NBUF - 1 && i < ktiles; i++)
+            fetch(sx, sw, X, w, i, smem_addr(&bars[i]));
+    }
+    __syncthreads();
+    float d[__REGS__];
+    for (int r = 0; r < __REGS__; r++) d[r] = 0.f;
+    unsigned phases = 0;
+    for (int i = 0; i < ktiles; i++) {
+        int buf = i % NBUF, ahead = i + NBUF - 1;
+        if (!__OVERLAP__ && threadIdx.x == 0 && ahead < ktiles)  // the slot read before
+            fetch(sx, sw, X, w, ahead, smem_addr(&bars[ahead % NBUF]));
+        wait_phase(smem_addr(&bars[buf]), (phases >> buf) & 1u);
+        phases ^= 1u << buf;
+        asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+        for (int s = 0; s < 4; s++) {
+            u64 da = descriptor(smem_addr(sx + i * TILE) + 256 * s, 128, 1024);
+            u64 db = descriptor(smem_addr(sw + buf * TILE) + 256 * s, 128, 1024);
+            __WGMMA__
+        }
+        asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+        if (__OVERLAP__) {
+            asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
+            __syncthreads();  // the previous k-tile's slot is read by everyone: refill it
+            if (threadIdx.x == 0 && ahead < ktiles)
+                fetch(sx, sw, X, w, ahead, smem_addr(&bars[ahead % NBUF]));
+        } else {
+            asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+            __syncthreads();  // the slot is read by everyone before thread 0 refills it
+        }
+    }
+    asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+    int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    for (int r = 0; r < __REGS__; r++) {
+        int row = 16 * warp + lane / 4 + 8 * ((r % 4) / 2);
+        int col = 64 * blockIdx.x + 8 * (r / 4) + 2 * (lane % 4) + r % 2;
+        Y[row * n + col] = d[r];
+    }
+}
+'''
+
+
+def pack_tiles(m: torch.Tensor) -> torch.Tensor:
+    """(R, K) bf16, R and K multiples of 64 -> its 8 KB tiles (R/64, K/64) in order, each in
+    the no-swizzle core-matrix layout the stream kernel's descriptors read."""
+    r, k = m.shape
+    t = m.reshape(r // 64, 8, 8, k // 64, 8, 8)  # row block, row group, row, k block, k group, k
+    return t.permute(0, 3, 1, 4, 2, 5).contiguous().view(torch.int16)
+
+
+def stream_section(report: dict) -> None:
+    """stream_gemm at the expert's K = 1024 GEMMs (qkv, gate/up): right numbers, and its time per
+    layer with 18 distinct weights (HBM) against cuBLAS on the same."""
+    from torch.nn import functional as F
+    sys.path.insert(0, os.getcwd())
+    from lamp_ros.kernels import tuning
+    layers = 18
+    for name, n in (('gate_up', 8192), ('qkv', 2560)):
+        k = 1024
+        x = torch.randn(64, k, device='cuda').to(torch.bfloat16)
+        ws = [(torch.randn(n, k, device='cuda') / k ** 0.5).to(torch.bfloat16)
+              for _ in range(layers)]
+        xp, wps = pack_tiles(x), [pack_tiles(w) for w in ws]
+        want = x.float() @ ws[0].float().t()
+        row = {'cublas_us': round(tuning.gpu_time_ms(
+            lambda: [F.linear(x, w) for w in ws]) * 1e3 / layers, 2)}
+        for nbuf, overlap, splits in ((4, 0, 1), (8, 0, 1), (8, 1, 1), (4, 1, 2), (4, 1, 4)):
+            key = f'stream ring {nbuf} overlap {overlap} k-slices {splits}'
+            try:
+                source = STREAM.replace('__NBUF__', str(nbuf)).replace(
+                    '__REGS__', str(REGS)).replace('__WGMMA__', wgmma_asm()).replace(
+                    '__OVERLAP__', str(overlap))
+                kernel = torch.cuda._compile_kernel(source, 'stream_gemm',
+                                                    compute_capability='90a')
+                smem = (k // 64 // splits + nbuf) * 8192
+                kernel.set_shared_memory_config(smem)
+                y = torch.zeros(splits, 64, n, device='cuda')
+
+                def launch(i):
+                    kernel(grid=(n // 64, splits, 1), block=(128, 1, 1),
+                           args=[xp, wps[i], y, n, k // 64], shared_mem=smem)
+                launch(0)
+                torch.cuda.synchronize()
+                got = y.sum(0)
+                err = float((got - want).abs().max() / want.abs().max())
+                us = tuning.gpu_time_ms(lambda: [launch(i) for i in range(layers)]) * 1e3 / layers
+                row[key] = {'max_rel_error': err, 'us': round(us, 2),
+                            'TBps': round(n * k * 2 / (us * 1e-6) / 1e12, 2)}
+            except Exception as exc:
+                row[key] = f'failed: {type(exc).__name__}: {str(exc)[-1200:]}'
+            print(name, key, row[key], flush=True)
+        report[f'stream {name} 64x{n}x{k}'] = row
+
+
+def wgmma_asm() -> str:
+    """The inline PTX of one m64nNk16 bf16 wgmma accumulating into d[0..REGS) (scale-d 1)."""
+    regs = ', '.join(f'%{i}' for i in range(REGS))
+    outs = ', '.join(f'"+f"(d[{i}])' for i in range(REGS))
+    return (f'asm volatile("{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{REGS + 2}, 0;\\n'
+            f'wgmma.mma_async.sync.aligned.m64n{N}k16.f32.bf16.bf16 '
+            f'{{{regs}}}, %{REGS}, %{REGS + 1}, p, 1, 1, 0, 0;\\n}}\\n"'
+            f' : {outs} : "l"(da), "l"(db), "r"(1) : "memory");')
+
+
+def fragment_rows_cols():
+    """(thread, register) -> (row, column) of D in the m64nNk16 float32 fragment layout."""
+    t = torch.arange(128)[:, None]
+    r = torch.arange(REGS)[None, :]
+    warp, lane, chunk, slot = t // 32, t % 32, r // 4, r % 4
+    rows = 16 * warp + lane // 4 + 8 * (slot // 2)
+    cols = 8 * chunk + 2 * (lane % 4) + slot % 2
+    return rows, cols
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument('--out', default='wgmma_check.json')
+    args = parser.parse_args()
+    torch.manual_seed(0)
+    report = {'gpu': torch.cuda.get_device_name(), 'torch': torch.__version__,
+              'shape': f'm64n{N}k16 x {K // 16} k-steps, bf16 -> f32, both K-major, no swizzle'}
+    a = torch.randn(64, K, device='cuda').to(torch.bfloat16)
+    b = torch.randn(N, K, device='cuda').to(torch.bfloat16)
+    want = a.float() @ b.float().t()
+    rows, cols = fragment_rows_cols()
+    source = SOURCE.replace('__K__', str(K)).replace('__REGS__', str(REGS)) \
+        .replace('__WGMMA__', wgmma_asm())
+    try:
+        kernel = torch.cuda._compile_kernel(source, 'wgmma_tile', compute_capability='90a')
+        kernel.set_shared_memory_config(2 * 64 * K * 2)
+    except Exception as exc:
+        report['compile'] = f'failed: {type(exc).__name__}: {str(exc)[-1500:]}'
+        print(json.dumps(report, indent=1), flush=True)
+        return save(report, args.out)
+    for swap in (0, 1):
+        raw = torch.zeros(128, REGS, device='cuda')
+        try:
+            operands = [a.view(torch.int16), b.view(torch.int16), raw, swap]
+            kernel(grid=(1, 1, 1), block=(128, 1, 1), args=operands, shared_mem=2 * 64 * K * 2)
+            torch.cuda.synchronize()
+        except Exception as exc:
+            report[f'swap={swap}'] = f'failed: {type(exc).__name__}: {str(exc)[-600:]}'
+            continue
+        raw = raw.cpu()
+        ref = want.cpu()
+        got = ref.clone().fill_(float('nan'))
+        got[rows, cols] = raw
+        scale = ref.abs().max()
+        nearest = (raw.reshape(-1, 1) - ref.reshape(1, -1)).abs().min(dim=1).values
+        report[f'swap={swap}'] = {
+            'lbo_bytes': K * 16 if swap else 128, 'sbo_bytes': 128 if swap else K * 16,
+            'max_rel_error_fragment_layout': float((got - ref).abs().max() / scale),
+            'share_of_accumulators_found_in_reference': float(
+                (nearest <= 1e-3 * scale).float().mean()),
+        }
+    save(report, args.out)
+    stream_section(report)
+    print(json.dumps(report, indent=1), flush=True)
+    return save(report, args.out)
+
+
+def save(report: dict, path: str) -> None:
+    with open(path, 'w', encoding='utf-8') as f:
+        json.dump(report, f, indent=1)
+
+
+if __name__ == '__main__':
+    main()
