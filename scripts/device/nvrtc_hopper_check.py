@@ -30,32 +30,16 @@ import sys
 import torch
 
 sys.path.insert(0, os.getcwd())
+from bench.hopper_ptx import HELPERS  # noqa: E402
 from lamp_ros.kernels import tuning  # noqa: E402
 
 SOURCE = r'''
 #define NBUF __NBUF__
-typedef unsigned long long u64;
-
-__device__ __forceinline__ unsigned smem_addr(const void* p) {
-    unsigned r;
-    asm volatile("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }"
-                 : "=r"(r) : "l"(p));
-    return r;
-}
-__device__ __forceinline__ void wait_phase(unsigned bar, unsigned phase) {
-    unsigned done = 0;
-    while (!done) {
-        asm volatile("{ .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-                     " selp.u32 %0, 1, 0, p; }" : "=r"(done) : "r"(bar), "r"(phase) : "memory");
-    }
-}
+''' + HELPERS + r'''
 __device__ __forceinline__ void bulk_copy(unsigned char* to, const unsigned char* from,
                                           unsigned bytes, unsigned bar) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;"
-                 :: "r"(bar), "r"(bytes) : "memory");
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
-                 " [%0], [%1], %2, [%3];"
-                 :: "r"(smem_addr(to)), "l"(from), "r"(bytes), "r"(bar) : "memory");
+    expect_bytes(bar, bytes);
+    bulk_copy_to(to, from, bytes, bar);
 }
 
 // Each block streams `tiles` tiles of TILE bytes (its own slice of src) through NBUF shared

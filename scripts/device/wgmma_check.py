@@ -26,10 +26,11 @@ memory layout, timed per layer on 18 distinct weights (HBM) against cuBLAS on th
 Measured on the H200 (2026-12-01, bench/results/wgmma_check_h200.json): the tile is right with
 the descriptor as CUTLASS builds it (max error 1.3e-7 of max |D|, i.e. float32 rounding; the
 fragment layout above confirmed) and wrong with the offsets swapped (1.42). stream_gemm is right
-in every form (1.2e-6) and, alone, not yet faster than cuBLAS: gate/up 64 x 8192 x 1024 7.89 us
-with a ring of 8 and the MMAs overlapping the next tile's arrival (9.12 / 8.75 us waiting for
-them; 2 and 4 K slices 9.52 / 13.62) against cuBLAS 7.38; qkv 64 x 2560 x 1024 (40 column
-blocks) 5.58 us in 2 K slices (6.55 in one, 6.27 in 4) against 5.20. That is 2.1 TB/s from a
+in every form (1.2e-6) and, alone, not yet faster than cuBLAS (two runs): gate/up 64 x 8192 x
+1024 7.89-8.18 us with a ring of 8 and the MMAs overlapping the next tile's arrival (8.75-9.34
+us waiting for them; 2 and 4 K slices 9.5-9.7 / 13.6-13.7) against cuBLAS 7.38-7.57; qkv 64 x
+2560 x 1024 (40 column blocks) 5.54-5.58 us in 2 K slices (6.55 in one, 6.3-6.5 in 4) against
+5.20-5.22. That is 2.1 TB/s from a
 standalone launch that must ramp up; what is left for a persistent expert is keeping the stream
 going across GEMMs (the next weights land while this GEMM's MMAs run), a producer warp apart
 from the MMA warpgroup, and X shared through the cluster instead of re-read per block.
@@ -42,27 +43,14 @@ import sys
 
 import torch
 
+sys.path.insert(0, os.getcwd())
+from bench.hopper_ptx import HELPERS  # noqa: E402
+
 K = 64
 N = 64
 REGS = N // 2  # float32 accumulators per thread for m64nNk16
 
-PRELUDE = r'''
-typedef unsigned long long u64;
-
-__device__ __forceinline__ unsigned smem_addr(const void* p) {
-    unsigned r;
-    asm volatile("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }"
-                 : "=r"(r) : "l"(p));
-    return r;
-}
-// shared memory matrix descriptor, no swizzle: addresses and offsets in 16-byte units
-__device__ __forceinline__ u64 descriptor(unsigned addr, unsigned lbo, unsigned sbo) {
-    return (u64)((addr & 0x3FFFF) >> 4) | ((u64)((lbo & 0x3FFFF) >> 4) << 16)
-        | ((u64)((sbo & 0x3FFFF) >> 4) << 32);
-}
-'''
-
-SOURCE = PRELUDE + r'''
+SOURCE = HELPERS + r'''
 
 extern "C" __global__ void __launch_bounds__(128, 1)
 wgmma_tile(const unsigned short* A, const unsigned short* B, float* raw, int swap) {
@@ -104,27 +92,14 @@ wgmma_tile(const unsigned short* A, const unsigned short* B, float* raw, int swa
 # counted in bytes by the slot's mbarrier; the warpgroup waits for a k-tile and runs its four
 # m64n64k16 wgmma. OVERLAP 0: it waits for them before the slot is refilled; OVERLAP 1: it waits
 # only for the previous k-tile's (wait_group 1), so the MMAs run while the next tile lands.
-STREAM = PRELUDE + r'''
+STREAM = HELPERS + r'''
 #define NBUF __NBUF__
 #define TILE 8192
-__device__ __forceinline__ void wait_phase(unsigned bar, unsigned phase) {
-    unsigned done = 0;
-    while (!done) {
-        asm volatile("{ .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-                     " selp.u32 %0, 1, 0, p; }" : "=r"(done) : "r"(bar), "r"(phase) : "memory");
-    }
-}
-__device__ __forceinline__ void bulk(unsigned char* to, const unsigned char* from, unsigned bar) {
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
-                 " [%0], [%1], %2, [%3];"
-                 :: "r"(smem_addr(to)), "l"(from), "r"(TILE), "r"(bar) : "memory");
-}
 __device__ __forceinline__ void fetch(unsigned char* sx, unsigned char* sw, const unsigned char* x,
                                       const unsigned char* w, int i, unsigned bar) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;"
-                 :: "r"(bar), "r"(2 * TILE) : "memory");
-    bulk(sx + i * TILE, x + (long long)i * TILE, bar);
-    bulk(sw + (i % NBUF) * TILE, w + (long long)i * TILE, bar);
+    expect_bytes(bar, 2 * TILE);
+    bulk_copy_to(sx + i * TILE, x + (long long)i * TILE, TILE, bar);
+    bulk_copy_to(sw + (i % NBUF) * TILE, w + (long long)i * TILE, TILE, bar);
 }
 
 extern "C" __global__ void __launch_bounds__(128, 1)
@@ -194,7 +169,6 @@ def stream_section(report: dict) -> None:
     """stream_gemm at the expert's K = 1024 GEMMs (qkv, gate/up): right numbers, and its time per
     layer with 18 distinct weights (HBM) against cuBLAS on the same."""
     from torch.nn import functional as F
-    sys.path.insert(0, os.getcwd())
     from lamp_ros.kernels import tuning
     layers = 18
     for name, n in (('gate_up', 8192), ('qkv', 2560)):
