@@ -19,21 +19,25 @@ raw, and the report says
 
 Then the same instruction fed by bulk copies: `stream_gemm` (STREAM below) at the expert's two
 K = 1024 GEMMs, 64 rows, both operands packed by the host into tiles whose bytes are the shared
-memory layout, timed per layer on 18 distinct weights (HBM) against cuBLAS on the same.
+memory layout, timed per layer on 18 distinct weights (HBM) against cuBLAS on the same, once as
+one launch per layer and once as one launch that streams all 18 layers' weights (persistent: the
+next layer's tiles land while this layer's MMAs run; no layer waits for another's output here).
 
     python3 scripts/device/wgmma_check.py [--out FILE.json]
 
 Measured on the H200 (2026-12-01, bench/results/wgmma_check_h200.json): the tile is right with
 the descriptor as CUTLASS builds it (max error 1.3e-7 of max |D|, i.e. float32 rounding; the
 fragment layout above confirmed) and wrong with the offsets swapped (1.42). stream_gemm is right
-in every form (1.2e-6) and, alone, not yet faster than cuBLAS (two runs): gate/up 64 x 8192 x
-1024 7.89-8.18 us with a ring of 8 and the MMAs overlapping the next tile's arrival (8.75-9.34
-us waiting for them; 2 and 4 K slices 9.5-9.7 / 13.6-13.7) against cuBLAS 7.38-7.57; qkv 64 x
-2560 x 1024 (40 column blocks) 5.54-5.58 us in 2 K slices (6.55 in one, 6.3-6.5 in 4) against
-5.20-5.22. That is 2.1 TB/s from a
-standalone launch that must ramp up; what is left for a persistent expert is keeping the stream
-going across GEMMs (the next weights land while this GEMM's MMAs run), a producer warp apart
-from the MMA warpgroup, and X shared through the cluster instead of re-read per block.
+in every form (max error 1.5e-6). One launch per layer it loses to cuBLAS (gate/up 64 x 8192 x
+1024: 7.9-9.3 us in earlier runs and this one at its best form against 7.4-7.6; qkv 64 x 2560 x
+1024: 5.5-6.3 us against 5.2); streaming all 18 layers from one launch it wins: gate/up 5.82 us
+a layer (2 K slices, ring of 4, MMAs overlapping the next tile's arrival; 5.92 in one slice with
+a ring of 8) against cuBLAS 7.56, 2.9 TB/s; qkv 3.71 us (2 K slices) against 5.15. Waiting for
+each tile's MMAs before refilling its slot costs 2 us a layer (7.9). What a persistent expert
+still needs on top: a layer's X is the previous part's output (a grid-wide wait between parts,
+1.1-1.8 us each, measured in sync_cost.py and persistent_chain_probe.py, while the weight stream
+keeps going), a producer warp apart from the MMA warpgroup, X through a cluster instead of re-read
+per block, the on-chip split-K sums, and the compiler packing the weights into these tiles.
 """
 
 import argparse
@@ -83,50 +87,50 @@ wgmma_tile(const unsigned short* A, const unsigned short* B, float* raw, int swa
 '''
 
 
-# Y (64 x N) = X (64 x K) @ W (N x K)^T with the operands packed by the host into 8 KB tiles
-# (64 rows x 64 of K, the core-matrix layout above: LBO 128, SBO 1024), so that one 1-D bulk
-# copy puts a tile where the wgmma reads it. Block (b, s) owns columns [64 b, 64 b + 64) over
-# slice s of K (gridDim.y slices; each slice's partial Y goes to its own plane: the sum would be
-# on chip in a real kernel): its W tiles are contiguous. Thread 0 keeps NBUF - 1 k-tiles in
-# flight (W tile into a ring slot, X tile into its own place: X stays for the whole loop), each
-# counted in bytes by the slot's mbarrier; the warpgroup waits for a k-tile and runs its four
-# m64n64k16 wgmma. OVERLAP 0: it waits for them before the slot is refilled; OVERLAP 1: it waits
-# only for the previous k-tile's (wait_group 1), so the MMAs run while the next tile lands.
+# Y_l (64 x N) = X (64 x K) @ W_l (N x K)^T for `layers` weights W_l in one launch, the operands
+# packed by the host into 8 KB tiles (64 rows x 64 of K, the core-matrix layout above: LBO 128,
+# SBO 1024), so that one 1-D bulk copy puts a tile where the wgmma reads it. Block (b, s) owns
+# columns [64 b, 64 b + 64) over slice s of K (gridDim.y slices; each slice's partial Y goes to
+# its own plane: the sum would be on chip in a real kernel). Its tiles, layer after layer, are one
+# stream: thread 0 keeps NBUF - 1 of them in flight (W tile into a ring slot; in the first layer
+# also the X tile, into its own place, where X stays), each counted in bytes by the slot's
+# mbarrier, so the next layer's weights land while this layer's MMAs run (what a persistent
+# expert would do; here no layer waits for another's output). The warpgroup waits for a tile and
+# runs its four m64n64k16 wgmma. OVERLAP 0: it waits for them before the slot is refilled;
+# OVERLAP 1: only for the previous tile's (wait_group 1), so the MMAs run while the next lands.
 STREAM = HELPERS + r'''
 #define NBUF __NBUF__
 #define TILE 8192
-__device__ __forceinline__ void fetch(unsigned char* sx, unsigned char* sw, const unsigned char* x,
-                                      const unsigned char* w, int i, unsigned bar) {
-    expect_bytes(bar, 2 * TILE);
-    bulk_copy_to(sx + i * TILE, x + (long long)i * TILE, TILE, bar);
-    bulk_copy_to(sw + (i % NBUF) * TILE, w + (long long)i * TILE, TILE, bar);
-}
-
 extern "C" __global__ void __launch_bounds__(128, 1)
-stream_gemm(const unsigned char* X, const unsigned char* W, float* Y, int n, int all_ktiles) {
+stream_gemm(const unsigned char* X, const unsigned char* W, float* Y, int n, int all_ktiles,
+            int layers) {
     extern __shared__ __align__(1024) unsigned char smem[];
     __shared__ __align__(8) u64 bars[NBUF];
-    const int ktiles = all_ktiles / gridDim.y, k0 = blockIdx.y * ktiles;
+    const int ktiles = all_ktiles / gridDim.y, k0 = blockIdx.y * ktiles, total = layers * ktiles;
     unsigned char* sx = smem;
     unsigned char* sw = smem + ktiles * TILE;
-    const unsigned char* w = W + ((long long)blockIdx.x * all_ktiles + k0) * TILE;
     X += (long long)k0 * TILE;
-    Y += (long long)blockIdx.y * 64 * n;
+    // tile g of this block's stream: layer g / ktiles, k-tile g % ktiles of its slice
+    #define W_TILE(g) (W + (((long long)((g) / ktiles) * gridDim.x + blockIdx.x) * all_ktiles \
+                            + k0 + (g) % ktiles) * TILE)
+    #define FETCH(g) do { unsigned bar_ = smem_addr(&bars[(g) % NBUF]); \
+        expect_bytes(bar_, (g) < ktiles ? 2 * TILE : TILE); \
+        if ((g) < ktiles) bulk_copy_to(sx + (g) * TILE, X + (long long)(g) * TILE, TILE, bar_); \
+        bulk_copy_to(sw + ((g) % NBUF) * TILE, W_TILE(g), TILE, bar_); } while (0)
     if (threadIdx.x == 0) {
         for (int b = 0; b < NBUF; b++)
             asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(smem_addr(&bars[b])));
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-        for (int i = 0; i < NBUF - 1 && i < ktiles; i++)
-            fetch(sx, sw, X, w, i, smem_addr(&bars[i]));
+        for (int g = 0; g < NBUF - 1 && g < total; g++) FETCH(g);
     }
     __syncthreads();
     float d[__REGS__];
     for (int r = 0; r < __REGS__; r++) d[r] = 0.f;
     unsigned phases = 0;
-    for (int i = 0; i < ktiles; i++) {
-        int buf = i % NBUF, ahead = i + NBUF - 1;
-        if (!__OVERLAP__ && threadIdx.x == 0 && ahead < ktiles)  // the slot read before
-            fetch(sx, sw, X, w, ahead, smem_addr(&bars[ahead % NBUF]));
+    int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    for (int g = 0; g < total; g++) {
+        int i = g % ktiles, buf = g % NBUF, ahead = g + NBUF - 1;
+        if (!__OVERLAP__ && threadIdx.x == 0 && ahead < total) FETCH(ahead);  // read before
         wait_phase(smem_addr(&bars[buf]), (phases >> buf) & 1u);
         phases ^= 1u << buf;
         asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
@@ -138,20 +142,22 @@ stream_gemm(const unsigned char* X, const unsigned char* W, float* Y, int n, int
         asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
         if (__OVERLAP__) {
             asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
-            __syncthreads();  // the previous k-tile's slot is read by everyone: refill it
-            if (threadIdx.x == 0 && ahead < ktiles)
-                fetch(sx, sw, X, w, ahead, smem_addr(&bars[ahead % NBUF]));
+            __syncthreads();  // the previous tile's slot is read by everyone: refill it
+            if (threadIdx.x == 0 && ahead < total) FETCH(ahead);
         } else {
             asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
             __syncthreads();  // the slot is read by everyone before thread 0 refills it
         }
-    }
-    asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
-    int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    for (int r = 0; r < __REGS__; r++) {
-        int row = 16 * warp + lane / 4 + 8 * ((r % 4) / 2);
-        int col = 64 * blockIdx.x + 8 * (r / 4) + 2 * (lane % 4) + r % 2;
-        Y[row * n + col] = d[r];
+        if (i == ktiles - 1) {  // the layer's last k-tile: its Y plane out, accumulators reset
+            asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+            float* y = Y + ((long long)(g / ktiles) * gridDim.y + blockIdx.y) * 64 * n;
+            for (int r = 0; r < __REGS__; r++) {
+                int row = 16 * warp + lane / 4 + 8 * ((r % 4) / 2);
+                int col = 64 * blockIdx.x + 8 * (r / 4) + 2 * (lane % 4) + r % 2;
+                y[row * n + col] = d[r];
+                d[r] = 0.f;
+            }
+        }
     }
 }
 '''
@@ -167,7 +173,8 @@ def pack_tiles(m: torch.Tensor) -> torch.Tensor:
 
 def stream_section(report: dict) -> None:
     """stream_gemm at the expert's K = 1024 GEMMs (qkv, gate/up): right numbers, and its time per
-    layer with 18 distinct weights (HBM) against cuBLAS on the same."""
+    layer on 18 distinct weights (HBM) against cuBLAS on the same: one launch per layer, and one
+    launch streaming all 18 layers' weights (persistent)."""
     from torch.nn import functional as F
     from lamp_ros.kernels import tuning
     layers = 18
@@ -177,11 +184,11 @@ def stream_section(report: dict) -> None:
         ws = [(torch.randn(n, k, device='cuda') / k ** 0.5).to(torch.bfloat16)
               for _ in range(layers)]
         xp, wps = pack_tiles(x), [pack_tiles(w) for w in ws]
-        want = x.float() @ ws[0].float().t()
+        w_all = torch.cat(wps)
+        want = torch.stack([x.float() @ w.float().t() for w in ws])
         row = {'cublas_us': round(tuning.gpu_time_ms(
             lambda: [F.linear(x, w) for w in ws]) * 1e3 / layers, 2)}
         for nbuf, overlap, splits in ((4, 0, 1), (8, 0, 1), (8, 1, 1), (4, 1, 2), (4, 1, 4)):
-            key = f'stream ring {nbuf} overlap {overlap} k-slices {splits}'
             try:
                 source = STREAM.replace('__NBUF__', str(nbuf)).replace(
                     '__REGS__', str(REGS)).replace('__WGMMA__', wgmma_asm()).replace(
@@ -190,21 +197,36 @@ def stream_section(report: dict) -> None:
                                                     compute_capability='90a')
                 smem = (k // 64 // splits + nbuf) * 8192
                 kernel.set_shared_memory_config(smem)
-                y = torch.zeros(splits, 64, n, device='cuda')
+                y = torch.zeros(layers, splits, 64, n, device='cuda')
 
-                def launch(i):
+                def launch(weights, count, out):
                     kernel(grid=(n // 64, splits, 1), block=(128, 1, 1),
-                           args=[xp, wps[i], y, n, k // 64], shared_mem=smem)
-                launch(0)
-                torch.cuda.synchronize()
-                got = y.sum(0)
-                err = float((got - want).abs().max() / want.abs().max())
-                us = tuning.gpu_time_ms(lambda: [launch(i) for i in range(layers)]) * 1e3 / layers
-                row[key] = {'max_rel_error': err, 'us': round(us, 2),
-                            'TBps': round(n * k * 2 / (us * 1e-6) / 1e12, 2)}
+                           args=[xp, weights, out, n, k // 64, count], shared_mem=smem)
             except Exception as exc:
-                row[key] = f'failed: {type(exc).__name__}: {str(exc)[-1200:]}'
-            print(name, key, row[key], flush=True)
+                row[f'ring {nbuf} overlap {overlap} k-slices {splits}'] = \
+                    f'failed: {type(exc).__name__}: {str(exc)[-1200:]}'
+                continue
+            for persistent in (False, True):
+                key = f'{"persistent, " if persistent else ""}ring {nbuf} overlap {overlap} ' \
+                    f'k-slices {splits}'
+                try:
+                    y.zero_()
+                    if persistent:
+                        def run():
+                            launch(w_all, layers, y)
+                    else:
+                        def run():
+                            for i in range(layers):
+                                launch(wps[i], 1, y[i])
+                    run()
+                    torch.cuda.synchronize()
+                    err = float((y.sum(1) - want).abs().max() / want.abs().max())
+                    us = tuning.gpu_time_ms(run) * 1e3 / layers
+                    row[key] = {'max_rel_error': err, 'us': round(us, 2),
+                                'TBps': round(n * k * 2 / (us * 1e-6) / 1e12, 2)}
+                except Exception as exc:
+                    row[key] = f'failed: {type(exc).__name__}: {str(exc)[-1200:]}'
+                print(name, key, row[key], flush=True)
         report[f'stream {name} 64x{n}x{k}'] = row
 
 
