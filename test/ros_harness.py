@@ -1,10 +1,17 @@
 """A ROS graph for tests (used by test/conftest.py): vla_node in its own process (as users
 run it), and in this process a simulated robot, a lifecycle driver and probes, spun by a
-background executor."""
+background executor.
+
+Service calls here survive DDS's discovery race: `wait_for_service` can return before the
+server has matched our request writer or our reply reader, and then the request or its reply
+is silently dropped (ros2/rmw_fastrtps#390, ros2/rmw_cyclonedds#187). GetState is idempotent and
+simply asked again; a ChangeState whose answer does not come is settled by asking for the state
+(see `transition`)."""
 
 import os
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -26,7 +33,10 @@ class RosHarness:
         args = [sys.executable, '-m', 'lamp_ros.node.vla_node', '--ros-args']
         for key, value in params.items():
             args += ['-p', f'{key}:={_ros_value(value)}']
-        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        # The node logs to a file, not a pipe: a pipe nobody reads blocks a chatty node once it
+        # holds 64 KB, and a file can be read while the node still runs (`log`).
+        self._log = tempfile.NamedTemporaryFile('w+', prefix='vla_node_', suffix='.log')
+        self.proc = subprocess.Popen(args, stdout=self._log, stderr=subprocess.STDOUT,
                                      text=True, env=dict(os.environ, PYTHONUNBUFFERED='1'))
         self.context = rclpy.Context()
         rclpy.init(context=self.context)
@@ -55,24 +65,66 @@ class RosHarness:
         if not self.change.wait_for_service(timeout_sec=30):
             raise RuntimeError('vla_policy lifecycle services never appeared:\n' + self.stop())
 
-    def transition(self, transition_id: int, timeout: float = 30.0) -> bool:
+    TRANSITIONAL = {'configuring', 'cleaningup', 'shuttingdown', 'activating', 'deactivating',
+                    'errorprocessing'}
+    # lifecycle_msgs/Transition ids -> the state a successful transition ends in
+    GOAL = {1: 'inactive', 2: 'unconfigured', 3: 'active', 4: 'inactive', 5: 'finalized',
+            6: 'finalized', 7: 'finalized'}
+
+    def transition(self, transition_id: int, timeout: float = 30.0,
+                   attempt_s: float = 8.0) -> bool:
+        """Ask for a lifecycle transition; True when it succeeded.
+
+        A request that got no answer within `attempt_s` was lost, or its reply was: the
+        state tells which. Mid-transition: wait on. Changed: the transition ran, and it
+        succeeded if the node is in the transition's goal state. Unchanged: it never arrived,
+        or it failed (a failed transition returns to where it started); sending it again gives
+        the answer either way."""
         from lifecycle_msgs.srv import ChangeState
         request = ChangeState.Request()
         request.transition.id = transition_id
-        future = self.change.call_async(request)
-        return self._result(future, timeout).success
-
-    def state(self) -> str:
-        from lifecycle_msgs.srv import GetState
-        return self._result(self.get.call_async(GetState.Request()), 10).current_state.label
-
-    def _result(self, future, timeout):
+        before = self.state()
         end = time.monotonic() + timeout
+        future, now = self.change.call_async(request), before
+        while True:
+            if self._wait(future, min(attempt_s, end - time.monotonic())):
+                return future.result().success
+            if time.monotonic() >= end:
+                raise TimeoutError(f'transition {transition_id}: no answer in {timeout:.0f} s '
+                                   f'(last state {now!r})\n--- node log ---\n{self.log()}')
+            now = self.state()
+            if now in self.TRANSITIONAL:
+                continue
+            if now != before:
+                return now == self.GOAL.get(transition_id, now)
+            self.change.remove_pending_request(future)
+            future = self.change.call_async(request)
+
+    def state(self, timeout: float = 20.0, attempt_s: float = 4.0) -> str:
+        """The node's lifecycle state label (asked again when an answer is lost)."""
+        from lifecycle_msgs.srv import GetState
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            future = self.get.call_async(GetState.Request())
+            if self._wait(future, min(attempt_s, end - time.monotonic())):
+                return future.result().current_state.label
+            self.get.remove_pending_request(future)
+        raise TimeoutError(f'get_state: no answer in {timeout:.0f} s\n--- node log ---\n'
+                           f'{self.log()}')
+
+    @staticmethod
+    def _wait(future, timeout: float) -> bool:
+        end = time.monotonic() + max(timeout, 0.0)
         while not future.done():
             if time.monotonic() > end:
-                raise TimeoutError('service call timed out')
+                return False
             time.sleep(0.01)
-        return future.result()
+        return True
+
+    def log(self) -> str:
+        """What the node has printed so far."""
+        with open(self._log.name, encoding='utf-8', errors='replace') as f:
+            return f.read()
 
     def set_sim(self, **params) -> None:
         self.sim.set_parameters([Parameter(k, value=v) for k, v in params.items()])
@@ -92,10 +144,12 @@ class RosHarness:
         """Stop everything; return the node's log."""
         self.proc.terminate()
         try:
-            out = self.proc.communicate(timeout=20)[0]
+            self.proc.wait(timeout=20)
         except subprocess.TimeoutExpired:
             self.proc.kill()
-            out = self.proc.communicate()[0]
+            self.proc.wait()
+        out = self.log()
+        self._log.close()
         self.executor.shutdown()
         self.thread.join(timeout=10)  # no timer callback may run on a node being destroyed
         for node in (self.driver, self.sim):
