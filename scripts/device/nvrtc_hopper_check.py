@@ -84,6 +84,12 @@ bulk_stream(const unsigned char* src, unsigned char* dst, int tiles) {
 '''
 
 TILE = 8192
+RINGS = (2, 4, 8)  # bulk copies in flight per SM, timed
+
+
+def bulk_source(nbuf: int) -> str:
+    """The CUDA source of `bulk_stream` with a ring of `nbuf` tiles, as this probe compiles it."""
+    return SOURCE.replace('__NBUF__', str(nbuf))
 
 
 def main():
@@ -95,11 +101,11 @@ def main():
     tiles = 200
     src = torch.randint(0, 256, (sms * tiles * TILE,), dtype=torch.uint8, device='cuda')
     want = src.view(sms, tiles, TILE)[:, -2:].reshape(-1)
-    for nbuf in (2, 4, 8):
+    for nbuf in RINGS:
         row = {}
         try:
-            kernel = torch.cuda._compile_kernel(SOURCE.replace('__NBUF__', str(nbuf)),
-                                                'bulk_stream', compute_capability='90a')
+            kernel = torch.cuda._compile_kernel(bulk_source(nbuf), 'bulk_stream',
+                                                compute_capability='90a')
             kernel.set_shared_memory_config(nbuf * TILE)
             dst = torch.zeros(sms * 2 * TILE, dtype=torch.uint8, device='cuda')
 

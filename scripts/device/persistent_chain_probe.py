@@ -441,15 +441,45 @@ def reference(x0, ws):
     return y
 
 
+# the forms timed, by name
+KR256, KR512 = (dict.fromkeys(('qkv', 'o', 'gate_up', 'down'), kr) for kr in (256, 512))
+KR_MIXED = {'qkv': 256, 'o': 256, 'gate_up': 512, 'down': 512}
+CONFIGS = {  # split K: (NT, STAGES, KR per GEMM, threads, blocks per SM[, work])
+    'nt64 kr512 s17 128t': (64, 17, KR512, 128, 1),
+    'nt64 kr512 s17 256t': (64, 17, KR512, 256, 1),
+    'nt64 kr256/256/512/512 s17': (64, 17, KR_MIXED, 128, 1),
+    'nt64 kr256 s8 128t x2': (64, 8, KR256, 128, 2),
+    'nt64 kr256 s8 256t x2': (64, 8, KR256, 256, 2),
+    'nt32 kr512 s24': (32, 24, KR512, 128, 1),
+    'barriers only (72), 1 block per SM': (64, 17, KR512, 128, 1, False),
+    'barriers only (72), 2 blocks per SM': (64, 8, KR256, 128, 2, False),
+    # full K per item: (NT per GEMM, STAGES)
+    'full-K nt16/8/64/8 s24': ({'qkv': 16, 'o': 8, 'gate_up': 64, 'down': 8}, 24),
+    'full-K nt32/16/64/16 s24': ({'qkv': 32, 'o': 16, 'gate_up': 64, 'down': 16}, 24),
+    'full-K nt16/8/32/8 s24': ({'qkv': 16, 'o': 8, 'gate_up': 32, 'down': 8}, 24),
+}
+
+
+def split_k_source(nt: int, stages: int, krmax: int, threads: int = 128, per_sm: int = 1,
+                   work: bool = True) -> str:
+    """The CUDA source of `chain` (split K) for these tiles, as this probe compiles it."""
+    return SPLIT_K.replace('__NT__', str(nt)).replace('__STAGES__', str(stages)) \
+        .replace('__KRMAX__', str(krmax)).replace('__THREADS__', str(threads)) \
+        .replace('__MINB__', str(per_sm)).replace('__WORK__', str(int(work))) \
+        .replace('__FIELDS__', str(FIELDS))
+
+
+def full_k_source(stages: int) -> str:
+    """The CUDA source of `chain_full_k` with a ring of `stages` chunks."""
+    return FULL_K.replace('__STAGES__', str(stages)).replace('__FIELDS__', str(FIELDS))
+
+
 def build(nt: int, stages: int, krs: dict, ws, x0, sms: int, threads: int = 128,
           per_sm: int = 1, work: bool = True):
     """Compile the chain for these tiles -> (launch, output, shared memory bytes)."""
     krmax = max(krs.values())
-    src = SPLIT_K.replace('__NT__', str(nt)).replace('__STAGES__', str(stages)) \
-        .replace('__KRMAX__', str(krmax)).replace('__THREADS__', str(threads)) \
-        .replace('__MINB__', str(per_sm)).replace('__WORK__', str(int(work))) \
-        .replace('__FIELDS__', str(FIELDS))
-    kernel = torch.cuda._compile_kernel(src, 'chain')
+    kernel = torch.cuda._compile_kernel(
+        split_k_source(nt, stages, krmax, threads, per_sm, work), 'chain')
     shared = stages * nt * 72 * 2 + 64 * (krmax + 8) * 2
     kernel.set_shared_memory_config(shared)
     nmax = max(n for _, n, _ in GEMMS)
@@ -477,8 +507,7 @@ def build(nt: int, stages: int, krs: dict, ws, x0, sms: int, threads: int = 128,
 
 def build_full_k(stages: int, nts: dict, ws, x0, sms: int):
     """Compile the full-K chain (NT columns per item, per GEMM) -> (launch, output, shared)."""
-    src = FULL_K.replace('__STAGES__', str(stages)).replace('__FIELDS__', str(FIELDS))
-    kernel = torch.cuda._compile_kernel(src, 'chain_full_k')
+    kernel = torch.cuda._compile_kernel(full_k_source(stages), 'chain_full_k')
     shared = stages * 64 * 72 * 2
     kernel.set_shared_memory_config(shared)
     ys = [torch.zeros(PAD_ROWS, w.shape[0], dtype=BF, device=DEV) for _, w in ws]
@@ -528,23 +557,7 @@ def main():
         'us_per_layer': round(tuning.gpu_time_ms(cublas) * 1e3 / args.layers, 2),
         'rel_error': float((got.float() - want).norm() / want.norm())}
     print('cublas', report['cublas chain'], flush=True)
-    kr256, kr512 = (dict.fromkeys(('qkv', 'o', 'gate_up', 'down'), kr) for kr in (256, 512))
-    mixed = {'qkv': 256, 'o': 256, 'gate_up': 512, 'down': 512}
-    configs = {  # split K: (NT, STAGES, KR per GEMM, threads, blocks per SM[, work])
-        'nt64 kr512 s17 128t': (64, 17, kr512, 128, 1),
-        'nt64 kr512 s17 256t': (64, 17, kr512, 256, 1),
-        'nt64 kr256/256/512/512 s17': (64, 17, mixed, 128, 1),
-        'nt64 kr256 s8 128t x2': (64, 8, kr256, 128, 2),
-        'nt64 kr256 s8 256t x2': (64, 8, kr256, 256, 2),
-        'nt32 kr512 s24': (32, 24, kr512, 128, 1),
-        'barriers only (72), 1 block per SM': (64, 17, kr512, 128, 1, False),
-        'barriers only (72), 2 blocks per SM': (64, 8, kr256, 128, 2, False),
-        # full K per item: (NT per GEMM, STAGES)
-        'full-K nt16/8/64/8 s24': ({'qkv': 16, 'o': 8, 'gate_up': 64, 'down': 8}, 24),
-        'full-K nt32/16/64/16 s24': ({'qkv': 32, 'o': 16, 'gate_up': 64, 'down': 16}, 24),
-        'full-K nt16/8/32/8 s24': ({'qkv': 16, 'o': 8, 'gate_up': 32, 'down': 8}, 24),
-    }
-    for name, (nt, stages, *rest) in configs.items():
+    for name, (nt, stages, *rest) in CONFIGS.items():
         if args.only and name != args.only:
             continue
         work = rest[3:]  # the split-K form's optional sixth value

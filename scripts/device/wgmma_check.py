@@ -163,6 +163,23 @@ stream_gemm(const unsigned char* X, const unsigned char* W, float* Y, int n, int
 '''
 
 
+def tile_source() -> str:
+    """The CUDA source of `wgmma_tile` (one tile, K = K) as this probe compiles it."""
+    return SOURCE.replace('__K__', str(K)).replace('__REGS__', str(REGS)) \
+        .replace('__WGMMA__', wgmma_asm())
+
+
+def stream_source(nbuf: int, overlap: int) -> str:
+    """The CUDA source of `stream_gemm` with a ring of `nbuf` tiles, MMAs overlapping the next
+    tile's arrival or not, as this probe compiles it."""
+    return STREAM.replace('__NBUF__', str(nbuf)).replace('__REGS__', str(REGS)) \
+        .replace('__WGMMA__', wgmma_asm()).replace('__OVERLAP__', str(overlap))
+
+
+# the stream forms timed: (ring slots, overlap, K slices)
+STREAM_FORMS = ((4, 0, 1), (8, 0, 1), (8, 1, 1), (4, 1, 2), (4, 1, 4))
+
+
 def pack_tiles(m: torch.Tensor) -> torch.Tensor:
     """(R, K) bf16, R and K multiples of 64 -> its 8 KB tiles (R/64, K/64) in order, each in
     the no-swizzle core-matrix layout the stream kernel's descriptors read."""
@@ -188,12 +205,9 @@ def stream_section(report: dict) -> None:
         want = torch.stack([x.float() @ w.float().t() for w in ws])
         row = {'cublas_us': round(tuning.gpu_time_ms(
             lambda: [F.linear(x, w) for w in ws]) * 1e3 / layers, 2)}
-        for nbuf, overlap, splits in ((4, 0, 1), (8, 0, 1), (8, 1, 1), (4, 1, 2), (4, 1, 4)):
+        for nbuf, overlap, splits in STREAM_FORMS:
             try:
-                source = STREAM.replace('__NBUF__', str(nbuf)).replace(
-                    '__REGS__', str(REGS)).replace('__WGMMA__', wgmma_asm()).replace(
-                    '__OVERLAP__', str(overlap))
-                kernel = torch.cuda._compile_kernel(source, 'stream_gemm',
+                kernel = torch.cuda._compile_kernel(stream_source(nbuf, overlap), 'stream_gemm',
                                                     compute_capability='90a')
                 smem = (k // 64 // splits + nbuf) * 8192
                 kernel.set_shared_memory_config(smem)
@@ -261,10 +275,8 @@ def main():
     b = torch.randn(N, K, device='cuda').to(torch.bfloat16)
     want = a.float() @ b.float().t()
     rows, cols = fragment_rows_cols()
-    source = SOURCE.replace('__K__', str(K)).replace('__REGS__', str(REGS)) \
-        .replace('__WGMMA__', wgmma_asm())
     try:
-        kernel = torch.cuda._compile_kernel(source, 'wgmma_tile', compute_capability='90a')
+        kernel = torch.cuda._compile_kernel(tile_source(), 'wgmma_tile', compute_capability='90a')
         kernel.set_shared_memory_config(2 * 64 * K * 2)
     except Exception as exc:
         report['compile'] = f'failed: {type(exc).__name__}: {str(exc)[-1500:]}'
