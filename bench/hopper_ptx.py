@@ -1,6 +1,10 @@
 """CUDA C++ helpers of the NVRTC probes for sm_90a (scripts/device/nvrtc_hopper_check.py,
-wgmma_check.py): the inline PTX a persistent expert would be built from, written once. Prepend
-`HELPERS` to a kernel's source."""
+wgmma_check.py, persistent_chain_probe.py, mlp_chain_probe.py): the inline PTX a persistent
+expert would be built from, written once, and the host packing its wgmma descriptors read.
+Prepend `HELPERS` to a kernel's source; `BF16_BITS` and `GRID_SYNC` are used where a kernel
+needs them, `wgmma_asm` where it multiplies."""
+
+import torch
 
 HELPERS = r'''
 typedef unsigned long long u64;
@@ -37,3 +41,57 @@ __device__ __forceinline__ u64 descriptor(unsigned addr, unsigned lbo, unsigned 
         | ((u64)((sbo & 0x3FFFF) >> 4) << 32);
 }
 '''
+
+# float -> bf16 bits, round to nearest even (no cuda_bf16.h under NVRTC here)
+BF16_BITS = r'''__device__ __forceinline__ unsigned bf16_bits(float f) {  // round to nearest even
+    unsigned u = __float_as_uint(f);
+    return (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
+}'''
+
+# a grid-wide barrier inside a persistent kernel (every block resident): one arrival counter,
+# a generation word on its own cache line; 1.08 us on the H200 (sync_cost.py)
+GRID_SYNC = r'''__device__ void grid_sync(unsigned* bar) {
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        volatile unsigned* gen = bar + 32;  // its own 128-byte line: spinning readers of the
+                                            // generation do not queue behind the arrivals
+        unsigned mine = *gen;
+        __threadfence();
+        if (atomicAdd(bar, 1u) == gridDim.x - 1) {
+            bar[0] = 0;
+            __threadfence();
+            atomicAdd(bar + 32, 1u);
+        } else {
+            while (*gen == mine) { }
+        }
+        __threadfence();
+    }
+    __syncthreads();
+}'''
+
+
+def wgmma_asm(n: int = 64) -> str:
+    """The inline PTX of one m64nNk16 bf16 wgmma, both operands from shared memory (descriptors
+    `da`, `db`), accumulating into float d[0..n/2) (scale-d 1)."""
+    regs = n // 2
+    names = ', '.join(f'%{i}' for i in range(regs))
+    outs = ', '.join(f'"+f"(d[{i}])' for i in range(regs))
+    return (f'asm volatile("{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{regs + 2}, 0;\\n'
+            f'wgmma.mma_async.sync.aligned.m64n{n}k16.f32.bf16.bf16 '
+            f'{{{names}}}, %{regs}, %{regs + 1}, p, 1, 1, 0, 0;\\n}}\\n"'
+            f' : {outs} : "l"(da), "l"(db), "r"(1) : "memory");')
+
+
+def pack_tiles(m):
+    """(R, K) bf16 tensor, R and K multiples of 64 -> the bytes of its 8 KB tiles in (row block,
+    K block) order, each in the no-swizzle core-matrix layout the descriptors above read with
+    LBO 128 and SBO 1024: the core matrix of rows 8i.. and columns 8j.. at byte 1024 i + 128 j."""
+    r, k = m.shape
+    t = m.reshape(r // 64, 8, 8, k // 64, 8, 8)  # row block, row group, row, k block, k group, k
+    return t.permute(0, 3, 1, 4, 2, 5).contiguous().view(-1).view(torch.uint8)
+
+
+def unpack_tiles(data, rows: int, k: int):
+    """The inverse of pack_tiles: bytes -> the (rows, k) bf16 matrix."""
+    t = data.view(torch.bfloat16).reshape(rows // 64, k // 64, 8, 8, 8, 8)
+    return t.permute(0, 2, 4, 1, 3, 5).reshape(rows, k)

@@ -62,6 +62,7 @@ import torch
 from torch.nn import functional as F
 
 sys.path.insert(0, os.getcwd())
+from bench.hopper_ptx import BF16_BITS, GRID_SYNC  # noqa: E402
 from lamp_ros.kernels import tuning  # noqa: E402
 
 ROWS, PAD_ROWS, LAYERS, DEV, BF = 50, 64, 18, 'cuda', torch.bfloat16
@@ -97,10 +98,7 @@ __device__ __forceinline__ float4 ld_cg4f(const float* p) {
                  : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "l"(p));
     return v;
 }
-__device__ __forceinline__ unsigned bf16_bits(float f) {  // round to nearest even
-    unsigned u = __float_as_uint(f);
-    return (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
-}
+''' + BF16_BITS + r'''
 __device__ __forceinline__ void mma(float* d, unsigned a0, unsigned a1, unsigned a2, unsigned a3,
                                     unsigned b0, unsigned b1) {
     asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
@@ -109,26 +107,7 @@ __device__ __forceinline__ void mma(float* d, unsigned a0, unsigned a1, unsigned
                  : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
-__device__ void grid_sync(unsigned* bar) {
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        volatile unsigned* gen = bar + 32;  // its own 128-byte line: spinning readers of the
-                                            // generation do not queue behind the arrivals
-        unsigned mine = *gen;
-        __threadfence();
-        if (atomicAdd(bar, 1u) == gridDim.x - 1) {
-            bar[0] = 0;
-            __threadfence();
-            atomicAdd(bar + 32, 1u);
-        } else {
-            while (*gen == mine) { }
-        }
-        __threadfence();
-    }
-    __syncthreads();
-}
-
-'''
+''' + GRID_SYNC + '\n\n'
 
 RING = r'''
 // The weight ring: STAGES slots of SLOT elements, filled in the block's own (phase, item,

@@ -48,7 +48,7 @@ import sys
 import torch
 
 sys.path.insert(0, os.getcwd())
-from bench.hopper_ptx import HELPERS  # noqa: E402
+from bench.hopper_ptx import HELPERS, pack_tiles, wgmma_asm  # noqa: E402
 
 K = 64
 N = 64
@@ -166,26 +166,18 @@ stream_gemm(const unsigned char* X, const unsigned char* W, float* Y, int n, int
 def tile_source() -> str:
     """The CUDA source of `wgmma_tile` (one tile, K = K) as this probe compiles it."""
     return SOURCE.replace('__K__', str(K)).replace('__REGS__', str(REGS)) \
-        .replace('__WGMMA__', wgmma_asm())
+        .replace('__WGMMA__', wgmma_asm(N))
 
 
 def stream_source(nbuf: int, overlap: int) -> str:
     """The CUDA source of `stream_gemm` with a ring of `nbuf` tiles, MMAs overlapping the next
     tile's arrival or not, as this probe compiles it."""
     return STREAM.replace('__NBUF__', str(nbuf)).replace('__REGS__', str(REGS)) \
-        .replace('__WGMMA__', wgmma_asm()).replace('__OVERLAP__', str(overlap))
+        .replace('__WGMMA__', wgmma_asm(N)).replace('__OVERLAP__', str(overlap))
 
 
 # the stream forms timed: (ring slots, overlap, K slices)
 STREAM_FORMS = ((4, 0, 1), (8, 0, 1), (8, 1, 1), (4, 1, 2), (4, 1, 4))
-
-
-def pack_tiles(m: torch.Tensor) -> torch.Tensor:
-    """(R, K) bf16, R and K multiples of 64 -> its 8 KB tiles (R/64, K/64) in order, each in
-    the no-swizzle core-matrix layout the stream kernel's descriptors read."""
-    r, k = m.shape
-    t = m.reshape(r // 64, 8, 8, k // 64, 8, 8)  # row block, row group, row, k block, k group, k
-    return t.permute(0, 3, 1, 4, 2, 5).contiguous().view(torch.int16)
 
 
 def stream_section(report: dict) -> None:
@@ -242,16 +234,6 @@ def stream_section(report: dict) -> None:
                     row[key] = f'failed: {type(exc).__name__}: {str(exc)[-1200:]}'
                 print(name, key, row[key], flush=True)
         report[f'stream {name} 64x{n}x{k}'] = row
-
-
-def wgmma_asm() -> str:
-    """The inline PTX of one m64nNk16 bf16 wgmma accumulating into d[0..REGS) (scale-d 1)."""
-    regs = ', '.join(f'%{i}' for i in range(REGS))
-    outs = ', '.join(f'"+f"(d[{i}])' for i in range(REGS))
-    return (f'asm volatile("{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{REGS + 2}, 0;\\n'
-            f'wgmma.mma_async.sync.aligned.m64n{N}k16.f32.bf16.bf16 '
-            f'{{{regs}}}, %{REGS}, %{REGS + 1}, p, 1, 1, 0, 0;\\n}}\\n"'
-            f' : {outs} : "l"(da), "l"(db), "r"(1) : "memory");')
 
 
 def fragment_rows_cols():
