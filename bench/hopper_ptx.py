@@ -69,6 +69,53 @@ GRID_SYNC = r'''__device__ void grid_sync(unsigned* bar) {
     __syncthreads();
 }'''
 
+# 16-byte loads through L2 only (ld.global.cg): data other blocks of the same kernel wrote
+# before a grid barrier, which a stale L1 line must not hide
+LOAD_CG = r'''__device__ __forceinline__ uint4 ld_cg4(const void* p) {
+    uint4 v;
+    asm volatile("ld.global.cg.v4.u32 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+    return v;
+}
+__device__ __forceinline__ float4 ld_cg4f(const float* p) {
+    float4 v;
+    asm volatile("ld.global.cg.v4.f32 {%0,%1,%2,%3}, [%4];"
+                 : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "l"(p));
+    return v;
+}'''
+
+# The block that counts in last at `counter` (of `expected`): true in all its threads, and it
+# then sees the others' stores. One thread orders the block's stores (after the CTA barrier)
+# before its count and acquires the others' for the block, as cooperative groups' grid barrier.
+LAST_TO_ARRIVE = r'''__device__ __forceinline__ bool last_to_arrive(int* counter, int expected) {
+    __shared__ int last;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        asm volatile("fence.acq_rel.gpu;" ::: "memory");
+        last = atomicAdd(counter, 1) == expected - 1;
+        if (last) asm volatile("fence.acq_rel.gpu;" ::: "memory");
+    }
+    __syncthreads();
+    return last;
+}'''
+
+
+def mma_tile_source(n: int = 64) -> str:
+    """`mma_tile(d, a, b)`: d (64 x n, float32 fragments) += A @ B^T over one 64-wide K tile,
+    A (64 rows) and B (n rows) tiles in shared memory as pack_tiles lays them out (LBO 128, SBO
+    1024), as four m64nNk16 wgmma committed as one group."""
+    return r'''__device__ __forceinline__ void mma_tile(float* d, const unsigned char* a,
+                                         const unsigned char* b) {
+    asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+    #pragma unroll
+    for (int k = 0; k < 4; k++) {
+        u64 da = descriptor(smem_addr(a) + 256 * k, 128, 1024);
+        u64 db = descriptor(smem_addr(b) + 256 * k, 128, 1024);
+        ''' + wgmma_asm(n) + r'''
+    }
+    asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+}'''
+
 
 def wgmma_asm(n: int = 64) -> str:
     """The inline PTX of one m64nNk16 bf16 wgmma, both operands from shared memory (descriptors

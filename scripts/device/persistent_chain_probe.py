@@ -62,7 +62,7 @@ import torch
 from torch.nn import functional as F
 
 sys.path.insert(0, os.getcwd())
-from bench.hopper_ptx import BF16_BITS, GRID_SYNC  # noqa: E402
+from bench.hopper_ptx import BF16_BITS, GRID_SYNC, LOAD_CG  # noqa: E402
 from lamp_ros.kernels import tuning  # noqa: E402
 
 ROWS, PAD_ROWS, LAYERS, DEV, BF = 50, 64, 18, 'cuda', torch.bfloat16
@@ -86,18 +86,7 @@ __device__ __forceinline__ void commit() { asm volatile("cp.async.commit_group;"
 __device__ __forceinline__ void wait_ring() {
     asm volatile("cp.async.wait_group %0;" :: "n"(STAGES - 2));
 }
-__device__ __forceinline__ uint4 ld_cg4(const void* p) {
-    uint4 v;
-    asm volatile("ld.global.cg.v4.u32 {%0,%1,%2,%3}, [%4];"
-                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
-    return v;
-}
-__device__ __forceinline__ float4 ld_cg4f(const float* p) {
-    float4 v;
-    asm volatile("ld.global.cg.v4.f32 {%0,%1,%2,%3}, [%4];"
-                 : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "l"(p));
-    return v;
-}
+''' + LOAD_CG + r'''
 ''' + BF16_BITS + r'''
 __device__ __forceinline__ void mma(float* d, unsigned a0, unsigned a1, unsigned a2, unsigned a3,
                                     unsigned b0, unsigned b1) {

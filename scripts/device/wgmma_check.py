@@ -48,7 +48,7 @@ import sys
 import torch
 
 sys.path.insert(0, os.getcwd())
-from bench.hopper_ptx import HELPERS, pack_tiles, wgmma_asm  # noqa: E402
+from bench.hopper_ptx import HELPERS, mma_tile_source, pack_tiles, wgmma_asm  # noqa: E402
 
 K = 64
 N = 64
@@ -99,6 +99,7 @@ wgmma_tile(const unsigned short* A, const unsigned short* B, float* raw, int swa
 # runs its four m64n64k16 wgmma. OVERLAP 0: it waits for them before the slot is refilled;
 # OVERLAP 1: only for the previous tile's (wait_group 1), so the MMAs run while the next lands.
 STREAM = HELPERS + r'''
+__MMA_TILE__
 #define NBUF __NBUF__
 #define TILE 8192
 extern "C" __global__ void __launch_bounds__(128, 1)
@@ -133,13 +134,7 @@ stream_gemm(const unsigned char* X, const unsigned char* W, float* Y, int n, int
         if (!__OVERLAP__ && threadIdx.x == 0 && ahead < total) FETCH(ahead);  // read before
         wait_phase(smem_addr(&bars[buf]), (phases >> buf) & 1u);
         phases ^= 1u << buf;
-        asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
-        for (int s = 0; s < 4; s++) {
-            u64 da = descriptor(smem_addr(sx + i * TILE) + 256 * s, 128, 1024);
-            u64 db = descriptor(smem_addr(sw + buf * TILE) + 256 * s, 128, 1024);
-            __WGMMA__
-        }
-        asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+        mma_tile(d, sx + i * TILE, sw + buf * TILE);
         if (__OVERLAP__) {
             asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
             __syncthreads();  // the previous tile's slot is read by everyone: refill it
@@ -172,8 +167,8 @@ def tile_source() -> str:
 def stream_source(nbuf: int, overlap: int) -> str:
     """The CUDA source of `stream_gemm` with a ring of `nbuf` tiles, MMAs overlapping the next
     tile's arrival or not, as this probe compiles it."""
-    return STREAM.replace('__NBUF__', str(nbuf)).replace('__REGS__', str(REGS)) \
-        .replace('__WGMMA__', wgmma_asm(N)).replace('__OVERLAP__', str(overlap))
+    return STREAM.replace('__MMA_TILE__', mma_tile_source(N)).replace('__NBUF__', str(nbuf)) \
+        .replace('__REGS__', str(REGS)).replace('__OVERLAP__', str(overlap))
 
 
 # the stream forms timed: (ring slots, overlap, K slices)
