@@ -31,8 +31,8 @@ def _probe(name: str):
 
 
 def _forms():
-    wgmma, hopper, chain = (_probe(n) for n in ('wgmma_check', 'nvrtc_hopper_check',
-                                                'persistent_chain_probe'))
+    wgmma, hopper, chain, mlp = (_probe(n) for n in (
+        'wgmma_check', 'nvrtc_hopper_check', 'persistent_chain_probe', 'mlp_chain_probe'))
     yield 'wgmma_tile', 'wgmma_tile', wgmma.tile_source()
     for nbuf, overlap in sorted({(nbuf, overlap) for nbuf, overlap, _ in wgmma.STREAM_FORMS}):
         yield f'stream_gemm ring {nbuf} overlap {overlap}', 'stream_gemm', \
@@ -46,6 +46,8 @@ def _forms():
                 nt, stages, max(krs.values()), threads, per_sm, *work)
         else:
             yield f'chain {form}', 'chain_full_k', chain.full_k_source(stages)
+    for nbuf in mlp.RINGS:
+        yield f'mlp_chain ring {nbuf}', 'mlp_chain', mlp.source(nbuf)
 
 
 FORMS = list(_forms())

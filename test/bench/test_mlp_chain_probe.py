@@ -1,0 +1,119 @@
+"""scripts/device/mlp_chain_probe.py's host side, checked on CPU before the probe ever runs on
+the H200: the weights packed in the kernel's stream order, the activations and conditioning in
+its layouts, and the kernel's addressing (tile of stream position g, packed offset of an
+element), mirrored here in torch, give the reference's numbers. The CUDA itself is checked by
+compiling it (test_offline_cuda.py) and, on the device, by the probe's own comparison."""
+
+import importlib.util
+import os
+import sys
+
+import torch
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _load(name: str, *path: str):
+    spec = importlib.util.spec_from_file_location(name, os.path.join(ROOT, *path))
+    module = sys.modules[name] = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+ptx = _load('bench.hopper_ptx', 'bench', 'hopper_ptx.py')
+probe = _load('mlp_chain_probe', 'scripts', 'device', 'mlp_chain_probe.py')
+TILE = probe.TILE
+
+
+def packed(r: int, c: torch.Tensor) -> torch.Tensor:
+    """The kernel's packed(r, c), in bytes."""
+    return (c // 64) * TILE + (r // 8) * 1024 + ((c % 64) // 8) * 128 + (r % 8) * 16 + (c % 8) * 2
+
+
+def store_row(buffer: torch.Tensor, row: int, cols: torch.Tensor, values: torch.Tensor) -> None:
+    """Write bf16 `values` at (row, cols) of a packed byte buffer, as the kernel's stores do."""
+    as_bf16 = buffer.view(torch.bfloat16)
+    as_bf16[packed(row, cols) // 2] = values.to(torch.bfloat16)
+
+
+def w_tile(weights: torch.Tensor, g: int, b: int) -> torch.Tensor:
+    """The kernel's W_TILE(g) for block b: the bytes of that tile."""
+    per = probe.TILES_PER_LAYER
+    start = ((g // per) * probe.BLOCKS * per + b * per + g % per) * TILE
+    return weights[start:start + TILE]
+
+
+def emulate(x0: torch.Tensor, layers: list) -> torch.Tensor:
+    """The kernel's data flow, block by block, reading and writing only the packed buffers."""
+    n_layers = len(layers)
+    weights = probe.pack_weights(layers)
+    inputs = probe.host_inputs(x0, layers)
+    xs = [inputs['xs0'].clone(), torch.zeros_like(inputs['xs0'])]
+    res = [inputs['res0'].clone(), torch.zeros_like(inputs['res0'])]
+    ssq = inputs['ssq'].clone()
+    h = torch.zeros(probe.PAD * probe.MLP * 2, dtype=torch.uint8)
+    rows = torch.arange(probe.PAD)
+    for lay in range(n_layers):
+        cur, nxt = lay % 2, 1 - lay % 2
+        x_tiles = ptx.unpack_tiles(xs[cur], probe.PAD, probe.WIDTH).float()
+        rstd = torch.rsqrt(ssq[cur].sum(0) / probe.WIDTH + probe.EPS)[:, None]
+        for b in range(probe.BLOCKS):  # phase A
+            g0 = lay * probe.TILES_PER_LAYER
+            w = torch.cat([ptx.unpack_tiles(w_tile(weights, g0 + i, b), 64, 64)
+                           for i in range(probe.KA)], dim=1).float()
+            acc = rstd * (x_tiles @ w.t()) + inputs['bias'][lay, b]
+            hv = torch.nn.functional.gelu(acc[:, :32], approximate='tanh') * acc[:, 32:]
+            hv[rows >= probe.ROWS] = 0
+            for r in range(probe.PAD):
+                store_row(h, r, 32 * b + torch.arange(32), hv[r])
+        hm = ptx.unpack_tiles(h, probe.PAD, probe.MLP).float()
+        parts = torch.zeros(probe.SPLITS, probe.NT_B, probe.PAD, 64)
+        for b in range(probe.BLOCKS):  # phase B
+            n, s = divmod(b, probe.SPLITS)
+            g0 = lay * probe.TILES_PER_LAYER + probe.KA
+            w = torch.cat([ptx.unpack_tiles(w_tile(weights, g0 + i, b), 64, 64)
+                           for i in range(probe.KB)], dim=1).float()
+            k0 = s * probe.KB * 64
+            parts[s, n] = hm[:, k0:k0 + probe.KB * 64] @ w.t()
+        total = parts[0]
+        for s in range(1, probe.SPLITS):  # in K-slice order, as the last slice sums them
+            total = total + parts[s]
+        y = res[cur].float() + inputs['gate'][lay] * total.permute(1, 0, 2).reshape(
+            probe.PAD, probe.WIDTH)
+        y[rows >= probe.ROWS] = 0
+        y = y.to(torch.bfloat16)
+        res[nxt] = y
+        ssq[nxt] = (y.float() ** 2).reshape(probe.PAD, probe.NT_B, 64).sum(-1).t()
+        scaled = y.float() * inputs['scale'][lay + 1]
+        for r in range(probe.PAD):
+            store_row(xs[nxt], r, torch.arange(probe.WIDTH), scaled[r])
+    return res[n_layers % 2][:probe.ROWS]
+
+
+def test_kernel_data_flow_over_the_packed_buffers_gives_the_reference():
+    torch.manual_seed(0)
+    layers = probe.make_layers(2, 'cpu')
+    x0 = torch.randn(probe.ROWS, probe.WIDTH).to(torch.bfloat16)
+    want = probe.reference(x0, layers).float()
+    got = emulate(x0, layers).float()
+    assert ((got - want).norm() / want.norm()) < 5e-3
+    # and the reference is not trivially satisfied: the layers change X
+    assert ((want - x0.float()).norm() / x0.float().norm()) > 0.1
+
+
+def test_torch_ops_baseline_computes_the_same_mlp_halves():
+    torch.manual_seed(1)
+    layers = probe.make_layers(2, 'cpu')
+    x0 = torch.randn(probe.ROWS, probe.WIDTH).to(torch.bfloat16)
+    want = probe.reference(x0, layers).float()
+    got = probe.torch_ops(x0, layers)().float()
+    assert ((got - want).norm() / want.norm()) < 2e-2
+
+
+def test_tiles_round_trip_and_the_kernels_offsets_address_them():
+    m = torch.randn(64, 256).to(torch.bfloat16)
+    data = ptx.pack_tiles(m)
+    assert torch.equal(ptx.unpack_tiles(data, 64, 256), m)
+    for r, c in ((0, 0), (7, 9), (13, 63), (50, 64), (63, 255)):
+        at = int(packed(r, torch.tensor(c)))
+        assert data[at:at + 2].view(torch.bfloat16).item() == m[r, c].item()
