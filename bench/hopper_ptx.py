@@ -1,8 +1,8 @@
 """CUDA C++ helpers of the NVRTC probes for sm_90a (scripts/device/nvrtc_hopper_check.py,
 wgmma_check.py, persistent_chain_probe.py, mlp_chain_probe.py): the inline PTX a persistent
 expert would be built from, written once, and the host packing its wgmma descriptors read.
-Prepend `HELPERS` to a kernel's source; `BF16_BITS` and `GRID_SYNC` are used where a kernel
-needs them, `wgmma_asm` where it multiplies."""
+Prepend `HELPERS` to a kernel's source; the other pieces (`BF16_BITS`, `GRID_SYNC`, `LOAD_CG`,
+`LAST_TO_ARRIVE`, `mma_tile_source`, `wgmma_asm`) go where a kernel needs them."""
 
 import torch
 
