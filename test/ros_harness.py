@@ -87,7 +87,7 @@ class RosHarness:
         end = time.monotonic() + timeout
         future, now = self.change.call_async(request), before
         while True:
-            if self._wait(future, min(attempt_s, end - time.monotonic())):
+            if self.wait_for(future.done, min(attempt_s, end - time.monotonic())):
                 return future.result().success
             if time.monotonic() >= end:
                 raise TimeoutError(f'transition {transition_id}: no answer in {timeout:.0f} s '
@@ -106,20 +106,11 @@ class RosHarness:
         end = time.monotonic() + timeout
         while time.monotonic() < end:
             future = self.get.call_async(GetState.Request())
-            if self._wait(future, min(attempt_s, end - time.monotonic())):
+            if self.wait_for(future.done, min(attempt_s, end - time.monotonic())):
                 return future.result().current_state.label
             self.get.remove_pending_request(future)
         raise TimeoutError(f'get_state: no answer in {timeout:.0f} s\n--- node log ---\n'
                            f'{self.log()}')
-
-    @staticmethod
-    def _wait(future, timeout: float) -> bool:
-        end = time.monotonic() + max(timeout, 0.0)
-        while not future.done():
-            if time.monotonic() > end:
-                return False
-            time.sleep(0.01)
-        return True
 
     def log(self) -> str:
         """What the node has printed so far."""
@@ -129,13 +120,15 @@ class RosHarness:
     def set_sim(self, **params) -> None:
         self.sim.set_parameters([Parameter(k, value=v) for k, v in params.items()])
 
-    def wait_for(self, predicate, timeout: float) -> bool:
+    @staticmethod
+    def wait_for(predicate, timeout: float) -> bool:
+        """True as soon as predicate() is (it is asked at least once), False after timeout."""
         end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            if predicate():
-                return True
+        while not predicate():
+            if time.monotonic() >= end:
+                return False
             time.sleep(0.05)
-        return False
+        return True
 
     def last_status(self):
         return self.diagnostics[-1][1].status[0] if self.diagnostics else None
