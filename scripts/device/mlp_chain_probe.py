@@ -30,7 +30,7 @@ graph (rms_norm, cuBLAS gate/up, GeGLU, cuBLAS down, gated residual).
 hand-written one should not take the whole device call with it)
 
 Written on 2026-12-01 without device time: it compiles for sm_90a (bench/offline_cuda.py,
-test/bench/test_offline_cuda.py) and its host side (tile packing, the kernel's stream order) is
+test/benchmarks/test_offline_cuda.py) and its host side (tile packing, the kernel's stream order) is
 tested on CPU against the reference; it has not run on the H200 yet.
 """
 

@@ -7,6 +7,7 @@ import importlib.util
 import pytest
 import yaml
 
+from load_script import load_script
 from lamp_ros.node.params import check, PARAMETERS
 
 LAUNCH = 'launch/vla.launch.py'
@@ -49,7 +50,5 @@ def test_launch_file_structure():
 @pytest.mark.skipif(importlib.util.find_spec('launch_ros') is None,
                     reason='launch_ros is not available as a wheel; checked statically above')
 def test_launch_file_imports_and_builds():
-    spec = importlib.util.spec_from_file_location('vla_launch', LAUNCH)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_script(LAUNCH)
     assert module.generate_launch_description().entities

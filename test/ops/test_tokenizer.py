@@ -1,12 +1,12 @@
 """The bundled tokenizer: round trips, special ids, hash, and reproducible training."""
 
 import hashlib
-import importlib.util
 import os
 import time
 
 import pytest
 
+from load_script import load_script
 from lamp_ros.ops.prompt import format_prompt
 from lamp_ros.ops.tokenizer import default_tokenizer_path, Tokenizer
 
@@ -15,11 +15,7 @@ CORPUS = os.path.join(REPO, 'lamp_ros', 'policies', 'assets', 'tokenizer_corpus.
 
 
 def _load_train_script():
-    path = os.path.join(REPO, 'scripts', 'train_tokenizer.py')
-    spec = importlib.util.spec_from_file_location('train_tokenizer', path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script('scripts', 'train_tokenizer.py')
 
 
 @pytest.fixture(scope='module')

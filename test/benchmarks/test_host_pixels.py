@@ -1,7 +1,6 @@
 """bench/host_pixels.py: the two pixel hand-overs it times carry the same picture, and the
-script runs and writes its report (loaded by file path: `bench` is not a package in tests)."""
+script runs and writes its report."""
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -10,21 +9,15 @@ import sys
 import numpy as np
 import torch
 
+from bench import host_pixels
 from lamp_ros.policies.siglip import to_model_range
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCRIPT = os.path.join(ROOT, 'bench', 'host_pixels.py')
 
 
-def _module():
-    spec = importlib.util.spec_from_file_location('host_pixels', SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_both_hand_overs_reach_the_model_as_the_same_pixels():
-    bench = _module()
+    bench = host_pixels
     rng = np.random.default_rng(3)
     images = {s: rng.integers(0, 256, (*bench.SIZES[s], 3), dtype=np.uint8) for s in bench.SLOTS}
     before = bench.float_handover(images)

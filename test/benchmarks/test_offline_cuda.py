@@ -2,36 +2,14 @@
 NVRTC with the options torch uses there (bench/offline_cuda.py), in every form the probes time,
 and without spilling registers: a probe that does not build must not cost device time."""
 
-import importlib.util
-import os
-import sys
-
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-def _load(name: str, *path: str):
-    """A module by file path, registered as `name` (in tests `bench` is test/bench, so the
-    project's bench/ modules the probes import are registered under their own names first)."""
-    spec = importlib.util.spec_from_file_location(name, os.path.join(ROOT, *path))
-    module = sys.modules[name] = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-offline = _load('bench.offline_cuda', 'bench', 'offline_cuda.py')
-_load('bench.hopper_ptx', 'bench', 'hopper_ptx.py')
-CompileError, compile_report, parse_ptxas = \
-    offline.CompileError, offline.compile_report, offline.parse_ptxas
-
-
-def _probe(name: str):
-    return _load(name, 'scripts', 'device', f'{name}.py')
+from bench.offline_cuda import CompileError, compile_report, parse_ptxas
+from load_script import load_script
 
 
 def _forms():
-    wgmma, hopper, chain, mlp = (_probe(n) for n in (
+    wgmma, hopper, chain, mlp = (load_script('scripts', 'device', f'{n}.py') for n in (
         'wgmma_check', 'nvrtc_hopper_check', 'persistent_chain_probe', 'mlp_chain_probe'))
     yield 'wgmma_tile', 'wgmma_tile', wgmma.tile_source()
     for nbuf, overlap in sorted({(nbuf, overlap) for nbuf, overlap, _ in wgmma.STREAM_FORMS}):

@@ -4,24 +4,12 @@ its layouts, and the kernel's addressing (tile of stream position g, packed offs
 element), mirrored here in torch, give the reference's numbers. The CUDA itself is checked by
 compiling it (test_offline_cuda.py) and, on the device, by the probe's own comparison."""
 
-import importlib.util
-import os
-import sys
-
 import torch
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from bench import hopper_ptx as ptx
+from load_script import load_script
 
-
-def _load(name: str, *path: str):
-    spec = importlib.util.spec_from_file_location(name, os.path.join(ROOT, *path))
-    module = sys.modules[name] = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-ptx = _load('bench.hopper_ptx', 'bench', 'hopper_ptx.py')
-probe = _load('mlp_chain_probe', 'scripts', 'device', 'mlp_chain_probe.py')
+probe = load_script('scripts', 'device', 'mlp_chain_probe.py')
 TILE = probe.TILE
 
 

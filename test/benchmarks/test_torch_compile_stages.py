@@ -4,36 +4,20 @@ steps. Checked on the CPU on the tiny policy (inductor's default mode; the GPU b
 max-autotune): same actions as eager, exactly three compiled graphs (a recompile per step
 would show as more), and the model left as it was."""
 
-import importlib.util
-import os
 import shutil
 
 import pytest
 import torch
 
+from bench import baselines, gpu_pi05
 from lamp_ros.policies.config import get_preset
 from lamp_ros.policies.pi05 import Pi05Model
 from lamp_ros.policies.weights import init_weights
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-def _bench_module(name: str):
-    """bench/<name>.py: bench/ is not a package on the test path (test/bench/ takes the name),
-    so it is loaded by file."""
-    spec = importlib.util.spec_from_file_location(f'bench_{name}',
-                                                  os.path.join(ROOT, 'bench', f'{name}.py'))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-baselines = _bench_module('baselines')
-
 
 def tiny_inputs(cfg):
     """The bench's synthetic inputs on the CPU, with the last camera missing."""
-    x = _bench_module('gpu_pi05').synthetic_inputs(cfg, device='cpu')
+    x = gpu_pi05.synthetic_inputs(cfg, device='cpu')
     x[1][0, -1] = False
     return x
 
