@@ -30,11 +30,10 @@ graph (rms_norm, cuBLAS gate/up, GeGLU, cuBLAS down, gated residual).
 hand-written one should not take the whole device call with it)
 
 Written on 2026-12-01 without device time: it compiles for sm_90a (bench/offline_cuda.py,
-test/benchmarks/test_offline_cuda.py) and its host side (tile packing, the kernel's stream order) is
-tested on CPU against the reference; it has not run on the H200 yet.
+test/benchmarks/test_offline_cuda.py) and its host side (tile packing, the kernel's stream
+order) is tested on CPU against the reference; it has not run on the H200 yet.
 """
 
-import argparse
 import json
 import os
 import sys
@@ -44,6 +43,7 @@ import torch
 sys.path.insert(0, os.getcwd())
 from bench.hopper_ptx import (BF16_BITS, GRID_SYNC, HELPERS, LAST_TO_ARRIVE,  # noqa: E402
                               LOAD_CG, mma_tile_source, pack_tiles)
+from bench.probes import run_sections  # noqa: E402
 
 ROWS, PAD, WIDTH, MLP, LAYERS = 50, 64, 1024, 4096, 18
 TILE = 8192  # bytes: 64 rows x 64 of K, bf16
@@ -326,76 +326,75 @@ def torch_ops(x0: torch.Tensor, layers: list):
     return run
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument('--out', default='mlp_chain_probe.json')
-    parser.add_argument('--layers', type=int, default=LAYERS)
-    args = parser.parse_args()
-    from lamp_ros.kernels import tuning
-    dev = 'cuda'
+def setup(state: dict) -> dict:
+    """The weights, inputs and reference on the GPU, into `state` -> the run's shape."""
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     if sms < BLOCKS:  # every block must be resident for the grid-wide barrier
-        raise SystemExit(f'{BLOCKS} blocks need as many SMs; this GPU has {sms}')
-    report = {'gpu': torch.cuda.get_device_name(), 'torch': torch.__version__, 'sms': sms,
-              'layers': args.layers, 'blocks': BLOCKS,
-              'weight_mb_per_layer': round(3 * MLP * WIDTH * 2 / 1e6, 1)}
-    report['bound_us_per_layer_at_4.3TBps'] = round(3 * MLP * WIDTH * 2 / 4.3e12 * 1e6, 2)
-    layers = make_layers(args.layers, dev)
-    x0 = torch.randn(ROWS, WIDTH, generator=torch.Generator().manual_seed(1)).to(dev)
-    x0 = x0.to(torch.bfloat16)
-    want = reference(x0, layers).float()
-    run = torch_ops(x0, layers)
-    got = run()
-    report['torch ops, one CUDA graph'] = {  # gpu_time_ms replays what it captures
-        'us_per_layer': round(tuning.gpu_time_ms(run) * 1e3 / args.layers, 2),
-        'rel_error': float((got.float() - want).norm() / want.norm())}
-    print(report['torch ops, one CUDA graph'], flush=True)
-    weights = pack_weights(layers)
-    inputs = host_inputs(x0, layers)
-    for nbuf in RINGS:
-        key = f'mlp_chain ring {nbuf}'
-        try:
-            kernel = torch.cuda._compile_kernel(source(nbuf), 'mlp_chain',
-                                                compute_capability='90a')
-            kernel.set_shared_memory_config(SHARED[nbuf])
-            bufs = {'xs1': torch.zeros_like(inputs['xs0']),
-                    'res1': torch.zeros_like(inputs['res0']),
-                    'h': torch.zeros(PAD * MLP * 2, dtype=torch.uint8, device=dev),
-                    'part': torch.zeros(SPLITS * NT_B * 64 * 64, device=dev),
-                    'count': torch.zeros(NT_B, dtype=torch.int32, device=dev),
-                    'bar': torch.zeros(64, dtype=torch.int32, device=dev)}
-            xs0, res0, ssq = (inputs[k].clone() for k in ('xs0', 'res0', 'ssq'))
+        raise RuntimeError(f'{BLOCKS} blocks need as many SMs; this GPU has {sms}')
+    layers = make_layers(LAYERS, 'cuda')
+    x0 = torch.randn(ROWS, WIDTH, generator=torch.Generator().manual_seed(1))
+    x0 = x0.to('cuda').to(torch.bfloat16)
+    state.update(layers=layers, x0=x0, want=reference(x0, layers).float(),
+                 weights=pack_weights(layers), inputs=host_inputs(x0, layers))
+    return {'sms': sms, 'layers': LAYERS, 'blocks': BLOCKS,
+            'weight_mb_per_layer': round(3 * MLP * WIDTH * 2 / 1e6, 1),
+            'bound_us_per_layer_at_4.3TBps': round(3 * MLP * WIDTH * 2 / 4.3e12 * 1e6, 2)}
 
-            def launch(fresh: bool = True):
-                """fresh: from layer 0's inputs; else on from where the last run ended (the
-                buffers then hold layer L's state, as consistent as layer 0's)."""
-                if fresh:
-                    xs0.copy_(inputs['xs0'])
-                    res0.copy_(inputs['res0'])
-                    ssq.copy_(inputs['ssq'])
-                kernel(grid=(BLOCKS, 1, 1), block=(128, 1, 1), shared_mem=SHARED[nbuf],
-                       args=[weights, xs0, bufs['xs1'], res0, bufs['res1'], bufs['h'],
-                             bufs['part'], bufs['count'], ssq, inputs['bias'], inputs['scale'],
-                             inputs['gate'], bufs['bar'], args.layers])
-            launch()
-            torch.cuda.synchronize()
-            out = (res0 if args.layers % 2 == 0 else bufs['res1'])
-            first = out.clone()
-            launch()
-            torch.cuda.synchronize()
-            row = {'rel_error': float((first[:ROWS].float() - want).norm() / want.norm()),
-                   'padding_rows_zero': bool((first[ROWS:] == 0).all()),
-                   'deterministic': bool(torch.equal(first, out)),
-                   'shared_bytes': SHARED[nbuf]}
-            us = tuning.gpu_time_ms(lambda: launch(False)) * 1e3 / args.layers
-            row.update(us_per_layer=round(us, 2),
-                       TBps=round(3 * MLP * WIDTH * 2 / (us * 1e-6) / 1e12, 2))
-        except Exception as exc:
-            row = f'failed: {type(exc).__name__}: {str(exc)[-1500:]}'
-        report[key] = row
-        print(key, row, flush=True)
-    with open(args.out, 'w', encoding='utf-8') as f:
-        json.dump(report, f, indent=1)
+
+def torch_ops_section(state: dict) -> dict:
+    """The same MLP halves as torch ops, timed replayed from one CUDA graph."""
+    from lamp_ros.kernels import tuning
+    run = torch_ops(state['x0'], state['layers'])
+    got = run()
+    return {'us_per_layer': round(tuning.gpu_time_ms(run) * 1e3 / LAYERS, 2),
+            'rel_error': float((got.float() - state['want']).norm() / state['want'].norm())}
+
+
+def chain_section(state: dict, nbuf: int) -> dict:
+    """mlp_chain with a ring of `nbuf` weight tiles: error, padding, determinism, time."""
+    from lamp_ros.kernels import tuning
+    inputs, want = state['inputs'], state['want']
+    kernel = torch.cuda._compile_kernel(source(nbuf), 'mlp_chain', compute_capability='90a')
+    kernel.set_shared_memory_config(SHARED[nbuf])
+    bufs = {'xs1': torch.zeros_like(inputs['xs0']), 'res1': torch.zeros_like(inputs['res0']),
+            'h': torch.zeros(PAD * MLP * 2, dtype=torch.uint8, device='cuda'),
+            'part': torch.zeros(SPLITS * NT_B * 64 * 64, device='cuda'),
+            'count': torch.zeros(NT_B, dtype=torch.int32, device='cuda'),
+            'bar': torch.zeros(64, dtype=torch.int32, device='cuda')}
+    xs0, res0, ssq = (inputs[k].clone() for k in ('xs0', 'res0', 'ssq'))
+
+    def launch(fresh: bool = True):
+        """fresh: from layer 0's inputs; else on from where the last run ended (the buffers
+        then hold layer L's state, as consistent as layer 0's)."""
+        if fresh:
+            xs0.copy_(inputs['xs0'])
+            res0.copy_(inputs['res0'])
+            ssq.copy_(inputs['ssq'])
+        kernel(grid=(BLOCKS, 1, 1), block=(128, 1, 1), shared_mem=SHARED[nbuf],
+               args=[state['weights'], xs0, bufs['xs1'], res0, bufs['res1'], bufs['h'],
+                     bufs['part'], bufs['count'], ssq, inputs['bias'], inputs['scale'],
+                     inputs['gate'], bufs['bar'], LAYERS])
+    launch()
+    torch.cuda.synchronize()
+    out = res0 if LAYERS % 2 == 0 else bufs['res1']  # layer l writes buffer (l + 1) % 2
+    first = out.clone()
+    launch()
+    torch.cuda.synchronize()
+    row = {'rel_error': float((first[:ROWS].float() - want).norm() / want.norm()),
+           'padding_rows_zero': bool((first[ROWS:] == 0).all()),
+           'deterministic': bool(torch.equal(first, out)), 'shared_bytes': SHARED[nbuf]}
+    us = tuning.gpu_time_ms(lambda: launch(False)) * 1e3 / LAYERS
+    return {**row, 'us_per_layer': round(us, 2),
+            'TBps': round(3 * MLP * WIDTH * 2 / (us * 1e-6) / 1e12, 2)}
+
+
+def main():
+    state = {}
+    sections = [('shape', lambda: setup(state)),
+                ('torch ops, one CUDA graph', lambda: torch_ops_section(state))]
+    sections += [(f'mlp_chain ring {nbuf}', lambda nbuf=nbuf: chain_section(state, nbuf))
+                 for nbuf in RINGS]
+    report = run_sections(__doc__.splitlines()[0], 'mlp_chain_probe.json', sections)
     print(json.dumps(report, indent=1))
 
 
