@@ -18,6 +18,7 @@ def run_sections(description: str, default_out: str, sections) -> dict:
     torch.manual_seed(0)
     report = {'gpu': torch.cuda.get_device_name(), 'torch': torch.__version__}
     for name, fn in sections:
+        print(f'[{name}]', flush=True)
         try:
             report[name] = fn()
         except Exception as exc:
