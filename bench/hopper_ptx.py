@@ -4,6 +4,8 @@ expert would be built from, written once, and the host packing its wgmma descrip
 Prepend `HELPERS` to a kernel's source; the other pieces (`BF16_BITS`, `GRID_SYNC`, `LOAD_CG`,
 `LAST_TO_ARRIVE`, `mma_tile_source`, `wgmma_asm`) go where a kernel needs them."""
 
+import ctypes
+
 import torch
 
 HELPERS = r'''
@@ -142,3 +144,24 @@ def unpack_tiles(data, rows: int, k: int):
     """The inverse of pack_tiles: bytes -> the (rows, k) bf16 matrix."""
     t = data.view(torch.bfloat16).reshape(rows // 64, k // 64, 8, 8, 8, 8)
     return t.permute(0, 2, 4, 1, 3, 5).reshape(rows, k)
+
+
+def launch_cooperative(kernel, grid: tuple, block: tuple, args: list, shared_mem: int = 0):
+    """Launch a `torch.cuda._compile_kernel` kernel on the current stream as a cooperative
+    grid (cuLaunchCooperativeKernel): the driver guarantees every block resident at once, or
+    refuses the launch with an error. A kernel with a grid-wide barrier needs that guarantee: a
+    plain launch that leaves one block waiting for an SM hangs the barrier's other blocks."""
+    values = []
+    for arg in args:
+        if isinstance(arg, torch.Tensor):
+            values.append(ctypes.c_void_p(arg.data_ptr()))
+        elif isinstance(arg, int):
+            values.append(ctypes.c_int(arg))
+        else:
+            raise TypeError(f'kernel argument of type {type(arg).__name__}: tensors and ints only')
+    array = (ctypes.c_void_p * len(values))(
+        *[ctypes.cast(ctypes.byref(v), ctypes.c_void_p) for v in values])
+    libcuda = torch.cuda._utils._get_gpu_runtime_library()
+    stream = torch.cuda.current_stream()
+    torch.cuda._utils._check_cuda(libcuda.cuLaunchCooperativeKernel(
+        kernel.func, *grid, *block, shared_mem, stream._as_parameter_, array))

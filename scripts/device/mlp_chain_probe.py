@@ -15,34 +15,35 @@ one of 8 K slices), with a grid-wide barrier after each phase. Every block strea
 tiles (8 KB, packed by the host in the wgmma no-swizzle layout, 24 per layer) through one ring
 of bulk copies, so the next phase's weights land while the block waits at the barrier; the
 activation tiles come by bulk copy from buffers the previous phase wrote in the same packed
-layout. The norm is folded: phase B's last K slice of each column tile writes X * scale (the
-next layer's, packed) and its rows' sums of squares, phase A multiplies its accumulators by the
-rows' 1 / rms and adds shift @ W^T (precomputed, `bias`). Split-K sums are in K-slice order, so
-the result is the same every run.
+layout. The norm is folded: phase B's sum of each column tile writes X * scale (the next
+layer's, packed) and its rows' sums of squares, phase A multiplies its accumulators by the rows'
+1 / rms and adds shift @ W^T (precomputed, `bias`). Split-K sums are in K-slice order, so the
+result is the same every run. The kernel is launched cooperatively (every block resident, or
+an error): its grid-wide barriers hang otherwise (README, "Persistent kernels ...").
 
 It reports the error against a float32 torch reference with the same bf16 roundings, whether two
-runs are bit-identical, and the time per layer beside the same MLP half as torch ops in one CUDA
-graph (rms_norm, cuBLAS gate/up, GeGLU, cuBLAS down, gated residual).
+runs are bit-identical, and the time per layer of every form in FORMS (the design's choices,
+one at a time, and diagnostic forms that take a stream away) beside the same MLP half as torch
+ops in one CUDA graph (rms_norm, cuBLAS gate/up, GeGLU, cuBLAS down, gated residual); for the
+forms in TIMELINES, where a layer's time goes, from globaltimer stamps of every block (summary
+in the report, every block's timeline as a Chrome / Perfetto trace beside it), and a picture.
+A watchdog form of each (every spin gives up after 2 s and records where) runs first.
 
     PYTHONPATH=$PWD timeout 300 python3 scripts/device/mlp_chain_probe.py [--out FILE.json]
 
-(the timeout: a kernel that waits on a barrier nobody completes hangs; the first run of a
-hand-written one should not take the whole device call with it)
-
-Written on 2026-12-01 without device time: it compiles for sm_90a (bench/offline_cuda.py,
-test/benchmarks/test_offline_cuda.py) and its host side (tile packing, the kernel's stream
-order) is tested on CPU against the reference; it has not run on the H200 yet.
+First run on the H200 on 2026-12-01: bench/results/mlp_chain_probe_h200.json and .png.
 """
 
 import json
 import os
 import sys
+from dataclasses import dataclass
 
 import torch
 
 sys.path.insert(0, os.getcwd())
 from bench.hopper_ptx import (BF16_BITS, GRID_SYNC, HELPERS, LAST_TO_ARRIVE,  # noqa: E402
-                              LOAD_CG, mma_tile_source, pack_tiles)
+                              LOAD_CG, launch_cooperative, mma_tile_source, pack_tiles)
 from bench.probes import run_sections  # noqa: E402
 
 ROWS, PAD, WIDTH, MLP, LAYERS = 50, 64, 1024, 4096, 18
@@ -66,6 +67,89 @@ SOURCE = '\n'.join((HELPERS, BF16_BITS, GRID_SYNC, LOAD_CG, LAST_TO_ARRIVE, '__M
 #define WIDTH __WIDTH__
 #define VROWS __ROWS__
 #define PER_LAYER (KA + KB)
+#define WATCHDOG __WATCHDOG__
+#define STAMPS __STAMPS__
+#define SPREAD __SPREAD__  // phase B's split-K sum: 0 the tile's last block, 1 all 8 of them
+#define PREFETCH __PREFETCH__  // 1: each phase asks HBM for the next phase's weights into L2
+#define TPS __TPS__  // weight tiles per step of the MMA loop (one CTA barrier per step)
+// diagnostic forms, timed for where the time goes, their numbers wrong by design: 1 every layer
+// streams layer 0's weights (25 MB, hot in L2), 2 no activation tiles are copied (or waited for)
+#define DIAG __DIAG__
+
+__device__ __forceinline__ void prefetch_l2(const unsigned char* p, unsigned bytes) {
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" :: "l"(p), "r"(bytes) : "memory");
+}
+
+__device__ __forceinline__ unsigned long long now_ns() {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+#if STAMPS
+// a timeline: per block, layer and phase, the times its thread 0 starts the phase, has the
+// phase's MMAs done, and ends its epilogue (before the grid barrier); then, after those, per
+// block, layer and k-tile (the layer's KA + KB), the time both its tiles had arrived
+#define STAMP(k) do { if (tid == 0) \
+    stamps[(((long long)b * layers + l) * 2 + phase) * 3 + (k)] = now_ns(); } while (0)
+#define STAMP_TILE(k) do { if (tid == 0) stamps[(long long)gridDim.x * layers * 6 \
+    + ((long long)b * layers + l) * PER_LAYER + (phase ? KA : 0) + (k)] = now_ns(); } while (0)
+#else
+#define STAMP(k) do { } while (0)
+#define STAMP_TILE(k) do { } while (0)
+#endif
+
+#if WATCHDOG
+// The probe's first runs: every spin gives up after 2 s, or at once after any block gave up,
+// recording where its block waited (diag[32 + 4 b ..]: what, layer, phase, k-tile; diag[0] the
+// kernel-wide flag), so a hang comes back as a place instead of taking the device call with it.
+__device__ bool gave_up(unsigned* diag, unsigned long long start, unsigned what, int l,
+                        int phase, int i) {
+    if (*(volatile unsigned*)diag) return true;
+    if (now_ns() - start < 2000000000ull) return false;
+    unsigned* mine = diag + 32 + 4 * blockIdx.x;
+    mine[0] = what; mine[1] = l; mine[2] = phase; mine[3] = i;
+    atomicExch(diag, 1u);
+    return true;
+}
+__device__ void wait_watched(unsigned bar, unsigned parity, unsigned* diag, unsigned what,
+                             int l, int phase, int i) {
+    const unsigned long long start = now_ns();
+    unsigned done = 0;
+    while (!done) {
+        asm volatile("{ .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+                     " selp.u32 %0, 1, 0, p; }" : "=r"(done) : "r"(bar), "r"(parity) : "memory");
+        if (!done && gave_up(diag, start, what, l, phase, i)) return;
+    }
+}
+__device__ void grid_sync_watched(unsigned* bar, unsigned* diag, int l, int phase) {
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        volatile unsigned* gen = bar + 32;
+        unsigned mine = *gen;
+        __threadfence();
+        if (atomicAdd(bar, 1u) == gridDim.x - 1) {
+            bar[0] = 0;
+            __threadfence();
+            atomicAdd(bar + 32, 1u);
+        } else {
+            const unsigned long long start = now_ns();
+            while (*gen == mine && !gave_up(diag, start, 3u, l, phase, 0)) { }
+        }
+        __threadfence();
+    }
+    __syncthreads();
+}
+#endif
+#if WATCHDOG & 1
+#define WAIT(bar, parity, what, i) wait_watched(bar, parity, diag, what, l, phase, i)
+#else
+#define WAIT(bar, parity, what, i) wait_phase(bar, parity)
+#endif
+#if WATCHDOG & 2
+#define GRID_SYNC_HERE() grid_sync_watched(bar, diag, l, phase)
+#else
+#define GRID_SYNC_HERE() grid_sync(bar)
+#endif
 
 // byte offset of element (r, c) of a 64-row matrix packed in 8 KB tiles of 64 columns, each in
 // the no-swizzle core-matrix layout (LBO 128 along K, SBO 1024 down the rows)
@@ -87,6 +171,65 @@ __device__ __forceinline__ float gelu_tanh(float x) {
     return 0.5f * x * (1.f + tanhf(0.7978845608f * (x + 0.044715f * x * x * x)));
 }
 
+// Column tile n's 4 columns col.. of `row`, all K slices' partials summed in slice order: the
+// gated residual out (bf16), the next layer's X * scale packed, -> the row's sum of squares there
+__device__ __forceinline__ float finish_cols(const float* part, int n, int row, int col,
+                                             const float* gate, const float* scale,
+                                             const unsigned short* res_cur,
+                                             unsigned short* res_nxt, unsigned char* xs_nxt,
+                                             int l) {
+    const float* gl = gate + (long long)l * WIDTH + 64 * n;
+    const float* sc = scale + (long long)(l + 1) * WIDTH + 64 * n;
+    float4 v[SPLITS];
+    #pragma unroll
+    for (int k = 0; k < SPLITS; k++)
+        v[k] = ld_cg4f(part + ((long long)k * NT_B + n) * 64 * 64 + row * 64 + col);
+    float4 acc = v[0];
+    #pragma unroll
+    for (int k = 1; k < SPLITS; k++) {
+        acc.x += v[k].x; acc.y += v[k].y; acc.z += v[k].z; acc.w += v[k].w;
+    }
+    const float sum[4] = {acc.x, acc.y, acc.z, acc.w};
+    uint2 rb = ld_cg_u32x2(res_cur + (long long)row * WIDTH + 64 * n + col);
+    const unsigned rin[4] = {rb.x & 0xFFFFu, rb.x >> 16, rb.y & 0xFFFFu, rb.y >> 16};
+    unsigned yb[4], xb[4];
+    float ss = 0.f;
+    #pragma unroll
+    for (int e = 0; e < 4; e++) {
+        float y = bf16_float(rin[e]) + gl[col + e] * sum[e];
+        yb[e] = row < VROWS ? bf16_bits(y) : 0u;
+        const float yr = bf16_float(yb[e]);
+        ss += yr * yr;
+        xb[e] = bf16_bits(yr * sc[col + e]);
+    }
+    *(uint2*)(res_nxt + (long long)row * WIDTH + 64 * n + col) =
+        make_uint2(yb[0] | (yb[1] << 16), yb[2] | (yb[3] << 16));
+    *(uint2*)(xs_nxt + packed(row, 64 * n + col)) =
+        make_uint2(xb[0] | (xb[1] << 16), xb[2] | (xb[3] << 16));
+    return ss;
+}
+
+#if SPREAD
+// the block counts in at a column tile's counter and waits until `target` arrivals (the
+// counter only grows within a launch; the kernel zeroes it at its end), then sees the others'
+// stores, as last_to_arrive does for one block
+__device__ void tile_wait(int* counter, int target, unsigned* diag, int l) {
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        asm volatile("fence.acq_rel.gpu;" ::: "memory");
+        atomicAdd(counter, 1);
+#if WATCHDOG & 2
+        const unsigned long long start = now_ns();
+        while (*(volatile int*)counter < target && !gave_up(diag, start, 4u, l, 1, 0)) { }
+#else
+        while (*(volatile int*)counter < target) { }
+#endif
+        asm volatile("fence.acq_rel.gpu;" ::: "memory");
+    }
+    __syncthreads();
+}
+#endif
+
 // W: per layer, per block, PER_LAYER tiles (KA of phase A, then KB of phase B)
 // xs[2]: X * scale packed (the GEMM's A operand); res[2]: X, row-major bf16 (the residual)
 // ssq[2]: per column tile, per row, the sum of squares of X's 64 columns there
@@ -96,7 +239,8 @@ extern "C" __global__ void __launch_bounds__(128, 1)
 mlp_chain(const unsigned char* __restrict__ W, unsigned char* xs0, unsigned char* xs1,
           unsigned short* res0, unsigned short* res1, unsigned char* H, float* part, int* count,
           float* ssq, const float* __restrict__ bias, const float* __restrict__ scale,
-          const float* __restrict__ gate, unsigned* bar, int layers) {
+          const float* __restrict__ gate, unsigned* bar, unsigned* diag,
+          unsigned long long* stamps, int layers) {
     extern __shared__ __align__(1024) unsigned char smem[];
     __shared__ __align__(8) u64 wbars[NBUF];
     __shared__ __align__(8) u64 xbars[KA];
@@ -104,7 +248,7 @@ mlp_chain(const unsigned char* __restrict__ W, unsigned char* xs0, unsigned char
     unsigned char* sw = smem + KA * TILE;  // the weight ring
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, b = blockIdx.x;
     const int total = layers * PER_LAYER;
-    #define W_TILE(g) (W + ((long long)((g) / PER_LAYER) * gridDim.x * PER_LAYER \
+    #define W_TILE(g) (W + ((long long)((g) / PER_LAYER) * (DIAG != 1) * gridDim.x * PER_LAYER \
                             + (long long)b * PER_LAYER + (g) % PER_LAYER) * TILE)
     #define FETCH(g) do { unsigned bar_ = smem_addr(&wbars[(g) % NBUF]); \
         expect_bytes(bar_, TILE); \
@@ -115,7 +259,7 @@ mlp_chain(const unsigned char* __restrict__ W, unsigned char* xs0, unsigned char
         for (int i = 0; i < KA; i++)
             asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(smem_addr(&xbars[i])));
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-        for (int g = 0; g < NBUF - 1 && g < total; g++) FETCH(g);
+        for (int g = 0; g < NBUF - TPS && g < total; g++) FETCH(g);
     }
     __syncthreads();
     unsigned wph = 0, xph = 0;  // mbarrier phase parity, one bit per barrier
@@ -128,49 +272,78 @@ mlp_chain(const unsigned char* __restrict__ W, unsigned char* xs0, unsigned char
         const unsigned short* res_cur = cur ? res1 : res0;
         unsigned short* res_nxt = cur ? res0 : res1;
         for (int phase = 0; phase < 2; phase++) {
+            STAMP(0);
             const int nk = phase ? KB : KA;
             const unsigned char* src = phase ? H + (long long)s * KB * TILE : xs_cur;
             if (tid == 0) {  // this phase's activation tiles, written by other blocks' stores
                 asm volatile("fence.proxy.async.global;" ::: "memory");
-                for (int i = 0; i < nk; i++) {
+                for (int i = 0; i < nk * (DIAG != 2); i++) {
                     unsigned xb = smem_addr(&xbars[i]);
                     expect_bytes(xb, TILE);
                     bulk_copy_to(sx + i * TILE, src + (long long)i * TILE, TILE, xb);
                 }
+#if PREFETCH
+                // the next phase's weights, HBM -> L2 while this phase and its barrier run (the
+                // ring alone stops asking once it is full, and HBM idles through the barriers)
+                const int next = phase ? (l + 1) * PER_LAYER : l * PER_LAYER + KA;
+                const int tiles = phase ? KA : KB;
+                if (next + tiles <= total)
+                    for (int j = 0; j < tiles; j++) prefetch_l2(W_TILE(next + j), TILE);
+#endif
             }
-            float d[32];
-            #pragma unroll
-            for (int r = 0; r < 32; r++) d[r] = 0.f;
-            for (int i = 0; i < nk; i++, g++) {
-                const int buf = g % NBUF;
-                wait_phase(smem_addr(&wbars[buf]), (wph >> buf) & 1u);
-                wph ^= 1u << buf;
-                wait_phase(smem_addr(&xbars[i]), (xph >> i) & 1u);
-                xph ^= 1u << i;
-                mma_tile(d, sx + i * TILE, sw + buf * TILE);
-                asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
-                __syncthreads();  // the previous tile's slot is free: refill it
-                if (tid == 0 && g + NBUF - 1 < total) FETCH(g + NBUF - 1);
-            }
-            asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+            // phase A's rows' 1 / rms (the rows' sums of squares are in since the barrier):
+            // asked for before the MMAs so the loads' latency hides behind them
+            float rstd[2] = {0.f, 0.f};
             if (phase == 0) {
-                // H[:, 32 b + c] = gelu(G) * U, G and U = rstd * acc + bias (columns c, c + 32)
-                const float* bl = bias + ((long long)l * gridDim.x + b) * 64;
                 #pragma unroll
                 for (int half = 0; half < 2; half++) {
                     const int row = 16 * warp + lane / 4 + 8 * half;
                     float sum = 0.f;
                     for (int t = 0; t < NT_B; t++)
                         sum += ld_cg_f32(ssq + ((long long)cur * NT_B + t) * 64 + row);
-                    const float rstd = rsqrtf(sum / WIDTH + __EPS__);
+                    rstd[half] = rsqrtf(sum / WIDTH + __EPS__);
+                }
+            }
+            float d[32];
+            #pragma unroll
+            for (int r = 0; r < 32; r++) d[r] = 0.f;
+            for (int i = 0; i < nk; i += TPS, g += TPS) {
+                #pragma unroll
+                for (int j = 0; j < TPS; j++) {
+                    const int buf = (g + j) % NBUF;
+                    WAIT(smem_addr(&wbars[buf]), (wph >> buf) & 1u, 1u, i + j);
+                    wph ^= 1u << buf;
+                    if (DIAG != 2)
+                        WAIT(smem_addr(&xbars[i + j]), (xph >> (i + j)) & 1u, 2u, i + j);
+                    xph ^= 1u << (i + j);
+                    STAMP_TILE(i + j);
+                }
+                #pragma unroll
+                for (int j = 0; j < TPS; j++)
+                    mma_tile(d, sx + (i + j) * TILE, sw + ((g + j) % NBUF) * TILE);
+                // the previous step's MMAs are done (this step's TPS groups may run on)
+                asm volatile("wgmma.wait_group.sync.aligned __TPS__;" ::: "memory");
+                __syncthreads();  // so the previous step's slots are free: refill them
+                if (tid == 0)
+                    for (int j = 0; j < TPS; j++)
+                        if (g + NBUF - TPS + j < total) FETCH(g + NBUF - TPS + j);
+            }
+            asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+            STAMP(1);
+            if (phase == 0) {
+                // H[:, 32 b + c] = gelu(G) * U, G and U = rstd * acc + bias (columns c, c + 32)
+                const float* bl = bias + ((long long)l * gridDim.x + b) * 64;
+                #pragma unroll
+                for (int half = 0; half < 2; half++) {
+                    const int row = 16 * warp + lane / 4 + 8 * half;
                     #pragma unroll
                     for (int j = 0; j < 4; j++) {
                         const int c = 8 * j + 2 * (lane % 4);
                         float h[2];
                         #pragma unroll
                         for (int e = 0; e < 2; e++) {
-                            float gv = rstd * d[4 * j + 2 * half + e] + bl[c + e];
-                            float uv = rstd * d[4 * (j + 4) + 2 * half + e] + bl[32 + c + e];
+                            float gv = rstd[half] * d[4 * j + 2 * half + e] + bl[c + e];
+                            float uv = rstd[half] * d[4 * (j + 4) + 2 * half + e] + bl[32 + c + e];
                             h[e] = row < VROWS ? gelu_tanh(gv) * uv : 0.f;
                         }
                         *(unsigned*)(H + packed(row, 32 * b + c)) =
@@ -178,7 +351,7 @@ mlp_chain(const unsigned char* __restrict__ W, unsigned char* xs0, unsigned char
                     }
                 }
             } else {
-                // this K slice's partial tile, then the tile's last slice sums all in order
+                // this K slice's partial tile, then the tile's sum (in K-slice order)
                 float* mine = part + ((long long)s * NT_B + n) * 64 * 64;
                 #pragma unroll
                 for (int r = 0; r < 32; r += 2) {
@@ -186,64 +359,91 @@ mlp_chain(const unsigned char* __restrict__ W, unsigned char* xs0, unsigned char
                     const int col = 8 * (r / 4) + 2 * (lane % 4);
                     *(float2*)(mine + row * 64 + col) = make_float2(d[r], d[r + 1]);
                 }
+#if SPREAD
+                // every slice's block waits for the tile's 8 partials, then sums 8 of its rows
+                tile_wait(count + n, SPLITS * (l + 1), diag, l);
+                const int row = 8 * s + (tid >> 4), col = 4 * (tid & 15);
+                float ss = finish_cols(part, n, row, col, gate, scale, res_cur, res_nxt, xs_nxt,
+                                       l);
+                #pragma unroll
+                for (int o = 8; o > 0; o >>= 1) ss += __shfl_xor_sync(0xFFFFFFFFu, ss, o);
+                if ((tid & 15) == 0) ssq[((long long)(cur ^ 1) * NT_B + n) * 64 + row] = ss;
+#else
+                // the tile's last slice to arrive sums all 64 rows
                 if (last_to_arrive(count + n, SPLITS)) {
                     const int row = tid >> 1, c0 = (tid & 1) * 32;
-                    const float* gl = gate + (long long)l * WIDTH + 64 * n;
-                    const float* sc = scale + (long long)(l + 1) * WIDTH + 64 * n;
                     float ss = 0.f;
                     #pragma unroll
-                    for (int q = 0; q < 8; q++) {
-                        const int col = c0 + 4 * q;
-                        float4 acc = ld_cg4f(part + (long long)n * 64 * 64 + row * 64 + col);
-                        for (int k = 1; k < SPLITS; k++) {
-                            float4 v = ld_cg4f(
-                                part + ((long long)k * NT_B + n) * 64 * 64 + row * 64 + col);
-                            acc.x += v.x; acc.y += v.y; acc.z += v.z; acc.w += v.w;
-                        }
-                        const float sum[4] = {acc.x, acc.y, acc.z, acc.w};
-                        uint2 rb = ld_cg_u32x2(res_cur + (long long)row * WIDTH + 64 * n + col);
-                        const unsigned rin[4] = {rb.x & 0xFFFFu, rb.x >> 16, rb.y & 0xFFFFu,
-                                                 rb.y >> 16};
-                        unsigned yb[4], xb[4];
-                        #pragma unroll
-                        for (int e = 0; e < 4; e++) {
-                            float y = bf16_float(rin[e]) + gl[col + e] * sum[e];
-                            yb[e] = row < VROWS ? bf16_bits(y) : 0u;
-                            const float yr = bf16_float(yb[e]);
-                            ss += yr * yr;
-                            xb[e] = bf16_bits(yr * sc[col + e]);
-                        }
-                        *(uint2*)(res_nxt + (long long)row * WIDTH + 64 * n + col) =
-                            make_uint2(yb[0] | (yb[1] << 16), yb[2] | (yb[3] << 16));
-                        *(uint2*)(xs_nxt + packed(row, 64 * n + col)) =
-                            make_uint2(xb[0] | (xb[1] << 16), xb[2] | (xb[3] << 16));
-                    }
+                    for (int q = 0; q < 8; q++)
+                        ss += finish_cols(part, n, row, c0 + 4 * q, gate, scale, res_cur,
+                                          res_nxt, xs_nxt, l);
                     ss += __shfl_xor_sync(0xFFFFFFFFu, ss, 1);
                     if ((tid & 1) == 0) ssq[((long long)(cur ^ 1) * NT_B + n) * 64 + row] = ss;
                     if (tid == 0) count[n] = 0;
                 }
+#endif
             }
             // this phase's stores are read by the next one's bulk copies (the async proxy)
+            STAMP(2);
             asm volatile("fence.proxy.async.global;" ::: "memory");
-            grid_sync(bar);
+            GRID_SYNC_HERE();
         }
     }
+#if SPREAD
+    if (b == 0 && tid < NT_B) count[tid] = 0;  // everyone is past its last tile_wait
+#endif
 }
 '''
 
 
-def source(nbuf: int) -> str:
-    """The CUDA source of `mlp_chain` with a weight ring of `nbuf` tiles."""
-    values = {'NBUF': nbuf, 'KA': KA, 'KB': KB, 'NT_B': NT_B, 'SPLITS': SPLITS, 'WIDTH': WIDTH,
-              'ROWS': ROWS, 'EPS': f'{EPS:.1e}f', 'MMA_TILE': mma_tile_source(64)}
+WATCH_WAITS, WATCH_GRID = 1, 2  # the spins a watchdog form watches (bits)
+WATCH_ALL = WATCH_WAITS | WATCH_GRID
+
+
+@dataclass(frozen=True)
+class Form:
+    """One form of the kernel, as compiled and timed."""
+    ring: int = 8  # weight tiles in flight per block (shared memory: 16 activation tiles + ring)
+    spread: bool = True  # phase B's split-K sum by all of the tile's 8 blocks, else its last
+    prefetch: bool = False  # each phase asks for the next phase's weights into L2
+    tps: int = 1  # weight tiles per MMA-loop step
+    diagnostic: int = 0  # 1 weights hot in L2, 2 no activation copies: time only, numbers wrong
+
+    @property
+    def shared(self) -> int:
+        return (KA + self.ring) * TILE
+
+    @property
+    def name(self) -> str:
+        return ', '.join([f'ring {self.ring}', 'spread sum' if self.spread else 'last-block sum']
+                         + ['L2 prefetch'] * self.prefetch
+                         + [f'{self.tps} tile{"s" * (self.tps > 1)} a step']
+                         + [DIAGNOSTICS.get(self.diagnostic, '')] * bool(self.diagnostic))
+
+
+DIAGNOSTICS = {1: 'DIAGNOSTIC weights hot in L2', 2: 'DIAGNOSTIC no activation copies'}
+# timed side by side: the first as it ran first, then one change at a time, then together, then
+# the best with each stream taken away (where its time goes)
+FORMS = (Form(spread=False), Form(), Form(ring=4), Form(prefetch=True), Form(tps=2),
+         Form(tps=4), Form(prefetch=True, tps=2), Form(ring=12, prefetch=True, tps=2),
+         Form(tps=2, diagnostic=1), Form(tps=2, diagnostic=2))
+TIMELINES = (Form(tps=2), Form(tps=2, diagnostic=1), Form(tps=2, diagnostic=2))
+
+
+def source(form: Form, watchdog: int = 0, stamps: bool = False) -> str:
+    """The CUDA source of `mlp_chain` in `form`; `watchdog` (bits WATCH_WAITS, WATCH_GRID):
+    those spins give up after 2 s and record where (for first runs; the timed form has none);
+    `stamps`: it records a timeline (Chain.timeline)."""
+    if form.ring < 2 * form.tps or KB % form.tps:
+        raise ValueError(f'{form.name}: the ring must hold two steps, a phase whole steps')
+    values = {'NBUF': form.ring, 'KA': KA, 'KB': KB, 'NT_B': NT_B, 'SPLITS': SPLITS,
+              'WIDTH': WIDTH, 'ROWS': ROWS, 'EPS': f'{EPS:.1e}f', 'WATCHDOG': watchdog,
+              'STAMPS': int(stamps), 'SPREAD': int(form.spread), 'PREFETCH': int(form.prefetch),
+              'TPS': form.tps, 'DIAG': form.diagnostic, 'MMA_TILE': mma_tile_source(64)}
     text = SOURCE
     for key, value in values.items():
         text = text.replace(f'__{key}__', str(value))
     return text
-
-
-RINGS = (4, 8)  # weight tiles in flight per block, timed
-SHARED = {nbuf: (KA + nbuf) * TILE for nbuf in RINGS}
 
 
 def make_layers(layers: int, device: str, seed: int = 0) -> list:
@@ -350,52 +550,231 @@ def torch_ops_section(state: dict) -> dict:
             'rel_error': float((got.float() - state['want']).norm() / state['want'].norm())}
 
 
-def chain_section(state: dict, nbuf: int) -> dict:
-    """mlp_chain with a ring of `nbuf` weight tiles: error, padding, determinism, time."""
-    from lamp_ros.kernels import tuning
-    inputs, want = state['inputs'], state['want']
-    kernel = torch.cuda._compile_kernel(source(nbuf), 'mlp_chain', compute_capability='90a')
-    kernel.set_shared_memory_config(SHARED[nbuf])
-    bufs = {'xs1': torch.zeros_like(inputs['xs0']), 'res1': torch.zeros_like(inputs['res0']),
-            'h': torch.zeros(PAD * MLP * 2, dtype=torch.uint8, device='cuda'),
-            'part': torch.zeros(SPLITS * NT_B * 64 * 64, device='cuda'),
-            'count': torch.zeros(NT_B, dtype=torch.int32, device='cuda'),
-            'bar': torch.zeros(64, dtype=torch.int32, device='cuda')}
-    xs0, res0, ssq = (inputs[k].clone() for k in ('xs0', 'res0', 'ssq'))
+WAITS = {1: 'weight tile', 2: 'activation tile', 3: 'grid barrier', 4: 'tile counter'}
 
-    def launch(fresh: bool = True):
-        """fresh: from layer 0's inputs; else on from where the last run ended (the buffers
-        then hold layer L's state, as consistent as layer 0's)."""
+
+class Chain:
+    """mlp_chain compiled in one form, with its work buffers."""
+
+    def __init__(self, state: dict, form: Form, watchdog: int = 0, stamps: bool = False,
+                 cooperative: bool = True):
+        self.state, self.form, self.cooperative = state, form, cooperative
+        self.kernel = torch.cuda._compile_kernel(source(form, watchdog, stamps), 'mlp_chain',
+                                                 compute_capability='90a')
+        self.kernel.set_shared_memory_config(form.shared)
+        inputs = state['inputs']
+        self.xs = [inputs['xs0'].clone(), torch.zeros_like(inputs['xs0'])]
+        self.res = [inputs['res0'].clone(), torch.zeros_like(inputs['res0'])]
+        self.ssq = inputs['ssq'].clone()
+        self.h = torch.zeros(PAD * MLP * 2, dtype=torch.uint8, device='cuda')
+        self.part = torch.zeros(SPLITS * NT_B * 64 * 64, device='cuda')
+        self.count = torch.zeros(NT_B, dtype=torch.int32, device='cuda')
+        self.bar = torch.zeros(64, dtype=torch.int32, device='cuda')
+        self.diag = torch.zeros(32 + 4 * BLOCKS, dtype=torch.int32, device='cuda')
+        self.stamps = torch.zeros(BLOCKS * LAYERS * (2 * 3 + TILES_PER_LAYER), dtype=torch.int64,
+                                  device='cuda')
+
+    def launch(self, layers: int = LAYERS, fresh: bool = True) -> torch.Tensor:
+        """Run `layers` MLP halves -> the output buffer (layer l writes res[(l + 1) % 2]).
+        fresh: from layer 0's inputs; else on from where the last run ended (the buffers then
+        hold a later layer's state, as consistent as layer 0's)."""
+        inputs = self.state['inputs']
         if fresh:
-            xs0.copy_(inputs['xs0'])
-            res0.copy_(inputs['res0'])
-            ssq.copy_(inputs['ssq'])
-        kernel(grid=(BLOCKS, 1, 1), block=(128, 1, 1), shared_mem=SHARED[nbuf],
-               args=[state['weights'], xs0, bufs['xs1'], res0, bufs['res1'], bufs['h'],
-                     bufs['part'], bufs['count'], ssq, inputs['bias'], inputs['scale'],
-                     inputs['gate'], bufs['bar'], LAYERS])
-    launch()
+            self.xs[0].copy_(inputs['xs0'])
+            self.res[0].copy_(inputs['res0'])
+            self.ssq.copy_(inputs['ssq'])
+        args = [self.state['weights'], self.xs[0], self.xs[1], self.res[0], self.res[1],
+                self.h, self.part, self.count, self.ssq, inputs['bias'], inputs['scale'],
+                inputs['gate'], self.bar, self.diag, self.stamps, layers]
+        if self.cooperative:
+            launch_cooperative(self.kernel, (BLOCKS, 1, 1), (128, 1, 1), args, self.form.shared)
+        else:
+            self.kernel(grid=(BLOCKS, 1, 1), block=(128, 1, 1), shared_mem=self.form.shared,
+                        args=args)
+        return self.res[layers % 2]
+
+    def stalls(self) -> list:
+        """Where the blocks of a watchdog run gave up waiting, grouped: [] when none did."""
+        diag = self.diag.cpu().tolist()
+        if not diag[0]:
+            return []
+        places = {}
+        for b in range(BLOCKS):
+            what, layer, phase, tile = diag[32 + 4 * b:36 + 4 * b]
+            if what:
+                key = f'{WAITS.get(what, what)}: layer {layer} phase {"AB"[phase]} k-tile {tile}'
+                places.setdefault(key, []).append(b)
+        return [{'where': key, 'blocks': len(blocks), 'first_blocks': blocks[:8]}
+                for key, blocks in places.items()]
+
+    def timeline(self, layers: int = LAYERS) -> dict:
+        """After a launch of a `stamps` form: where a layer's time goes, as medians over blocks
+        and layers in us (phase A and B: waiting for tiles + MMAs, the epilogue, the grid
+        barrier after it), and the trace events of every block (Chrome / Perfetto JSON)."""
+        every = self.stamps.cpu().double() / 1e3
+        phases = BLOCKS * LAYERS * 6
+        t = every[:phases].view(BLOCKS, LAYERS, 2, 3)[:, :layers]
+        tiles = every[phases:].view(BLOCKS, LAYERS, TILES_PER_LAYER)[:, :layers]
+        origin = t.min()
+        t, tiles = t - origin, tiles - origin
+        ends = torch.cat([t[:, :, 1:, 0], torch.cat([t[:, 1:, :1, 0], t[:, -1:, 1:, 2]], 1)], 2)
+        parts = {'mma': t[..., 1] - t[..., 0], 'epilogue': t[..., 2] - t[..., 1],
+                 'barrier': ends - t[..., 2]}
+        summary = {f'{name} {"AB"[ph]} us': round(float(v[:, :layers - 1, ph].median()), 2)
+                   for ph in (0, 1) for name, v in parts.items()}
+        summary['layer us (block 0)'] = round(float((t[0, -1, 0, 0] - t[0, 0, 0, 0])
+                                                    / max(layers - 1, 1)), 2)
+        # when each k-tile could start, from its phase's start (medians): a steady slope is
+        # the loop or the stream, a late first tile the activations' copy
+        since = torch.cat([tiles[..., :KA] - t[..., :1, 0], tiles[..., KA:] - t[..., 1:, 0]], -1)
+        ready = since[:, :max(layers - 1, 1)].reshape(-1, TILES_PER_LAYER).median(0).values
+        summary['k-tile ready us, phase A'] = [round(float(v), 2) for v in ready[:KA]]
+        summary['k-tile ready us, phase B'] = [round(float(v), 2) for v in ready[KA:]]
+        names = [{'name': 'thread_name', 'ph': 'M', 'pid': 0, 'tid': b,
+                  'args': {'name': f'block {b}'}} for b in range(BLOCKS)]
+        events = [{'name': f'{name} {"AB"[ph]}', 'cat': 'gpu', 'ph': 'X', 'pid': 0, 'tid': b,
+                   'ts': round(float(t[b, lay, ph, k]), 3), 'dur': round(float(v[b, lay, ph]), 3),
+                   'args': {'layer': lay}}
+                  for b in range(BLOCKS) for lay in range(layers) for ph in (0, 1)
+                  for k, (name, v) in enumerate(parts.items())]
+        return {'summary': summary, 'trace': {'traceEvents': names + events}}
+
+
+def error(got: torch.Tensor, want: torch.Tensor) -> float:
+    return float((got[:ROWS].float() - want).norm() / want.norm())
+
+
+def watchdog_section(state: dict) -> dict:
+    """Every timed form with the watchdog on, 1 layer then all: where it stalls, if it does,
+    or its error. The timed sections run only when none stalled."""
+    out = {}
+    for form in FORMS:
+        chain = Chain(state, form, watchdog=WATCH_ALL)
+        for layers in (1, LAYERS):
+            got = chain.launch(layers)
+            torch.cuda.synchronize()
+            stalls = chain.stalls()
+            want = state['want'] if layers == LAYERS else \
+                reference(state['x0'], state['layers'][:layers]).float()
+            key = f'{form.name}, {layers} layers'
+            out[key] = {'stalls': stalls} if stalls or form.diagnostic else {
+                'rel_error': error(got, want)}
+            print('watchdog', key, out[key], flush=True)
+            if stalls:
+                state['stalled'] = True
+                break
+    return out
+
+
+def chain_section(state: dict, form: Form) -> dict:
+    """mlp_chain in `form`: error, padding, determinism, time."""
+    from lamp_ros.kernels import tuning
+    if state.get('stalled'):
+        raise RuntimeError('not run: a watchdog run stalled (see its section)')
+    chain = Chain(state, form)
+    first = chain.launch().clone()
     torch.cuda.synchronize()
-    out = res0 if LAYERS % 2 == 0 else bufs['res1']  # layer l writes buffer (l + 1) % 2
-    first = out.clone()
-    launch()
+    again = chain.launch()
     torch.cuda.synchronize()
-    row = {'rel_error': float((first[:ROWS].float() - want).norm() / want.norm()),
+    row = {'rel_error': error(first, state['want']),
            'padding_rows_zero': bool((first[ROWS:] == 0).all()),
-           'deterministic': bool(torch.equal(first, out)), 'shared_bytes': SHARED[nbuf]}
-    us = tuning.gpu_time_ms(lambda: launch(False)) * 1e3 / LAYERS
-    return {**row, 'us_per_layer': round(us, 2),
-            'TBps': round(3 * MLP * WIDTH * 2 / (us * 1e-6) / 1e12, 2)}
+           'deterministic': bool(torch.equal(first, again)), 'shared_bytes': form.shared}
+    if form.diagnostic:
+        row = {'numbers': 'wrong by design (a diagnostic form: time only)',
+               'shared_bytes': form.shared}
+    us = tuning.gpu_time_ms(lambda: chain.launch(fresh=False)) * 1e3 / LAYERS
+    row.update(us_per_layer=round(us, 2), TBps=round(3 * MLP * WIDTH * 2 / (us * 1e-6) / 1e12, 2))
+    print(form.name, row, flush=True)
+    return row
+
+
+def timeline_section(state: dict, form: Form, trace: str) -> dict:
+    """Where a layer's time goes in one launch of `form` with stamps (medians over blocks and
+    layers, us); every block's timeline is written to `trace` (Chrome / Perfetto JSON)."""
+    if state.get('stalled'):
+        raise RuntimeError('not run: a watchdog run stalled (see its section)')
+    chain = Chain(state, form, stamps=True)
+    chain.launch()
+    chain.launch()
+    torch.cuda.synchronize()
+    timeline = chain.timeline()
+    with open(trace, 'w', encoding='utf-8') as f:
+        json.dump(timeline['trace'], f)
+    return {**timeline['summary'], 'trace': os.path.basename(trace)}
+
+
+STEPS = ('mma A', 'epilogue A', 'barrier A', 'mma B', 'epilogue B', 'barrier B')
+
+
+def write_png(report: dict, path: str) -> None:
+    """The report as a picture: us per layer of every form beside the torch-ops baseline,
+    where a layer's time goes in the forms with a timeline, and when each k-tile could start."""
+    import matplotlib
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+    timed = {k[len('mlp_chain '):]: v['us_per_layer'] for k, v in report.items()
+             if k.startswith('mlp_chain ') and isinstance(v, dict)}
+    base = report.get('torch ops, one CUDA graph', {})
+    if isinstance(base, dict) and 'us_per_layer' in base:
+        timed = {'torch ops, one CUDA graph': base['us_per_layer'], **timed}
+    lines = {k[len('timeline '):]: v for k, v in report.items()
+             if k.startswith('timeline ') and isinstance(v, dict)}
+    fig, (left, mid, right) = plt.subplots(1, 3, figsize=(18, 4.8),
+                                           gridspec_kw={'width_ratios': [1.2, 1, 1]})
+    left.barh(range(len(timed)), list(timed.values()), color='tab:blue')
+    left.set_yticks(range(len(timed)), list(timed), fontsize=7)
+    left.invert_yaxis()
+    for i, us in enumerate(timed.values()):
+        left.text(us, i, f' {us:.1f}', va='center', fontsize=7)
+    bound = report.get('shape', {}).get('bound_us_per_layer_at_4.3TBps')
+    if bound:
+        left.axvline(bound, color='k', ls=':', lw=1)
+        left.text(bound, len(timed) - 0.5, ' weight-read bound', fontsize=7)
+    left.set_xlabel('us per layer (MLP half, 18 layers, CUDA graph)')
+    colors = plt.get_cmap('tab20')
+    for i, (name, line) in enumerate(lines.items()):
+        start = 0.0
+        for j, step in enumerate(STEPS):
+            width = line[f'{step} us']
+            mid.barh(i, width, left=start, color=colors(j), label=step if i == 0 else None)
+            start += width
+    mid.set_yticks(range(len(lines)), [f'{i}: {name}' for i, name in enumerate(lines)],
+                   fontsize=7)
+    mid.invert_yaxis()
+    mid.set_xlabel('us per layer, medians over blocks (globaltimer stamps)')
+    mid.legend(fontsize=7, ncol=3, loc='lower center', bbox_to_anchor=(0.5, 1.0))
+    for i, line in enumerate(lines.values()):
+        for phase, style in (('A', 'o-'), ('B', 's--')):
+            ready = line[f'k-tile ready us, phase {phase}']
+            right.plot(range(len(ready)), ready, style, ms=3, color=colors(2 * i),
+                       label=f'{i}: phase {phase}')
+    right.set_xlabel('k-tile')
+    right.set_ylabel('us from the phase start to both tiles in')
+    right.set_title('when each k-tile could start (forms numbered as left)', fontsize=8)
+    right.legend(fontsize=7, ncol=2)
+    fig.suptitle(f'mlp_chain on {report.get("gpu", "?")}')
+    fig.tight_layout()
+    fig.savefig(path, dpi=80)
+    plt.close(fig)
 
 
 def main():
     state = {}
     sections = [('shape', lambda: setup(state)),
-                ('torch ops, one CUDA graph', lambda: torch_ops_section(state))]
-    sections += [(f'mlp_chain ring {nbuf}', lambda nbuf=nbuf: chain_section(state, nbuf))
-                 for nbuf in RINGS]
+                ('torch ops, one CUDA graph', lambda: torch_ops_section(state)),
+                ('watchdog', lambda: watchdog_section(state))]
+    sections += [(f'mlp_chain {form.name}', lambda form=form: chain_section(state, form))
+                 for form in FORMS]
+    trace_dir = os.environ.get('OUT', '.')  # the device call's results folder, where there is one
+    sections += [(f'timeline {form.name}', lambda form=form, i=i: timeline_section(
+        state, form, os.path.join(trace_dir, f'mlp_chain_timeline_{i}.json')))
+        for i, form in enumerate(TIMELINES)]
     report = run_sections(__doc__.splitlines()[0], 'mlp_chain_probe.json', sections)
     print(json.dumps(report, indent=1))
+    try:  # the device image may lack matplotlib: the picture is then drawn from the JSON later
+        write_png(report, os.path.join(trace_dir, 'mlp_chain_probe.png'))
+    except ImportError as exc:
+        print(f'no picture: {exc}; write_png(report, path) draws it where matplotlib is')
 
 
 if __name__ == '__main__':

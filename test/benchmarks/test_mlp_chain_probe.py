@@ -4,6 +4,10 @@ its layouts, and the kernel's addressing (tile of stream position g, packed offs
 element), mirrored here in torch, give the reference's numbers. The CUDA itself is checked by
 compiling it (test_offline_cuda.py) and, on the device, by the probe's own comparison."""
 
+import json
+import os
+
+import pytest
 import torch
 
 from bench import hopper_ptx as ptx
@@ -11,6 +15,7 @@ from load_script import load_script
 
 probe = load_script('scripts', 'device', 'mlp_chain_probe.py')
 TILE = probe.TILE
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def packed(r: int, c: torch.Tensor) -> torch.Tensor:
@@ -105,3 +110,50 @@ def test_tiles_round_trip_and_the_kernels_offsets_address_them():
     for r, c in ((0, 0), (7, 9), (13, 63), (50, 64), (63, 255)):
         at = int(packed(r, torch.tensor(c)))
         assert data[at:at + 2].view(torch.bfloat16).item() == m[r, c].item()
+
+
+def test_a_form_whose_ring_cannot_hold_two_steps_is_refused():
+    with pytest.raises(ValueError, match='two steps'):
+        probe.source(probe.Form(ring=4, tps=4))
+    assert '#define TPS 2' in probe.source(probe.Form(tps=2))
+
+
+def test_the_cooperative_launcher_refuses_arguments_it_cannot_pass_before_any_launch():
+    with pytest.raises(TypeError, match='float'):
+        ptx.launch_cooperative(None, (1, 1, 1), (1, 1, 1), [1.5])
+
+
+def stamped_chain(phase_marks, tile_marks) -> 'probe.Chain':
+    """A Chain whose stamps buffer holds the same marks (ns from each layer's start, 10 us a
+    layer) for every block and layer, as the kernel's STAMPS form writes them."""
+    chain = probe.Chain.__new__(probe.Chain)  # no GPU here: only the stamps are read
+    blocks, layers = probe.BLOCKS, probe.LAYERS
+    start = (torch.arange(layers) * 10_000)[None, :, None]
+    phases = (start[..., None] + torch.tensor(phase_marks)).expand(blocks, layers, 2, 3)
+    tiles = (start + torch.tensor(tile_marks)).expand(blocks, layers, probe.TILES_PER_LAYER)
+    chain.stamps = torch.cat([phases.flatten(), tiles.flatten()])
+    return chain
+
+
+def test_the_timeline_splits_a_layer_into_its_steps_and_traces_every_block():
+    # phase A: start 0, MMAs done 3 us, epilogue ends 3.5; phase B: 4, 8, 9; next layer at 10
+    tiles = [200 * i + 100 for i in range(probe.KA)] + [4000 + 500 * i for i in range(probe.KB)]
+    timeline = stamped_chain([[0, 3000, 3500], [4000, 8000, 9000]], tiles).timeline()
+    summary = timeline['summary']
+    assert [summary[f'{step} us'] for step in probe.STEPS] == [3.0, 0.5, 0.5, 4.0, 1.0, 1.0]
+    assert summary['layer us (block 0)'] == 10.0
+    assert summary['k-tile ready us, phase A'][:3] == [0.1, 0.3, 0.5]
+    assert summary['k-tile ready us, phase B'][:3] == [0.0, 0.5, 1.0]
+    events = timeline['trace']['traceEvents']
+    spans = [e for e in events if e['ph'] == 'X']
+    assert len(spans) == probe.BLOCKS * probe.LAYERS * len(probe.STEPS)
+    assert {e['args']['name'] for e in events if e['ph'] == 'M'} == \
+        {f'block {b}' for b in range(probe.BLOCKS)}
+
+
+def test_the_committed_h200_report_is_drawn(tmp_path):
+    with open(os.path.join(ROOT, 'bench', 'results', 'mlp_chain_probe_h200.json')) as f:
+        report = json.load(f)
+    path = tmp_path / 'mlp_chain.png'
+    probe.write_png(report, str(path))
+    assert path.read_bytes()[:4] == b'\x89PNG' and path.stat().st_size > 10_000

@@ -24,8 +24,11 @@ def _forms():
                 nt, stages, max(krs.values()), threads, per_sm, *work)
         else:
             yield f'chain {form}', 'chain_full_k', chain.full_k_source(stages)
-    for nbuf in mlp.RINGS:
-        yield f'mlp_chain ring {nbuf}', 'mlp_chain', mlp.source(nbuf)
+    for form in mlp.FORMS:
+        yield f'mlp_chain {form.name}', 'mlp_chain', mlp.source(form)
+    for form in mlp.TIMELINES:
+        yield f'mlp_chain {form.name}, watchdog, stamps', 'mlp_chain', \
+            mlp.source(form, mlp.WATCH_ALL, stamps=True)
 
 
 FORMS = list(_forms())
