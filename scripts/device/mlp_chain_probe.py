@@ -57,7 +57,20 @@ TILES_PER_LAYER = KA + KB
 EPS = 1e-6
 assert BLOCKS == NT_B * SPLITS
 
-SOURCE = '\n'.join((HELPERS, BF16_BITS, GRID_SYNC, LOAD_CG, LAST_TO_ARRIVE, '__MMA_TILE__')) + r'''
+PRELUDE = r'''
+// 1: warp-specialized: a fifth warp refills the weight ring as the MMA warpgroup frees slots
+// (an 'empty' mbarrier per slot), so no CTA barrier or refill sits in the MMA loop; the
+// warpgroup's own CTA-wide waits (the helpers' too) become named barrier 1 over its 128 threads
+#define WS __WS__
+#if WS
+#define CTA_SYNC() asm volatile("bar.sync 1, 128;" ::: "memory")
+#else
+#define CTA_SYNC() __syncthreads()
+#endif
+#define ALL_SYNC() __syncthreads()
+'''
+SOURCE = '\n'.join((PRELUDE, HELPERS, BF16_BITS, GRID_SYNC, LOAD_CG, LAST_TO_ARRIVE,
+                    '__MMA_TILE__')) + r'''
 #define NBUF __NBUF__
 #define TILE 8192
 #define KA __KA__
@@ -70,11 +83,27 @@ SOURCE = '\n'.join((HELPERS, BF16_BITS, GRID_SYNC, LOAD_CG, LAST_TO_ARRIVE, '__M
 #define WATCHDOG __WATCHDOG__
 #define STAMPS __STAMPS__
 #define SPREAD __SPREAD__  // phase B's split-K sum: 0 the tile's last block, 1 all 8 of them
-#define PREFETCH __PREFETCH__  // 1: each phase asks HBM for the next phase's weights into L2
+// 1: each phase asks HBM for the next phase's weights into L2 as it starts, 2: once its MMAs
+// are done (through its epilogue and barrier)
+#define PREFETCH __PREFETCH__
 #define TPS __TPS__  // weight tiles per step of the MMA loop (one CTA barrier per step)
 // diagnostic forms, timed for where the time goes, their numbers wrong by design: 1 every layer
-// streams layer 0's weights (25 MB, hot in L2), 2 no activation tiles are copied (or waited for)
+// streams layer 0's weights (25 MB, hot in L2), 2 no activation tiles are copied (or waited
+// for), 3 no MMAs (the tiles still arrive and are waited for)
 #define DIAG __DIAG__
+#define ACC __ACC__  // accumulator sets (divides TPS: set j % ACC of a step's tile j)
+
+#define ARRIVE(mbar) asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" \
+                                 :: "r"(smem_addr(&(mbar))) : "memory")
+
+// the next phase's weights beyond what the ring holds ahead, HBM -> L2 (the ring alone stops
+// asking once it is full, and HBM idles through the epilogue and the barrier)
+#define PREFETCH_NEXT_PHASE() do { \
+    const int next = phase ? (l + 1) * PER_LAYER : l * PER_LAYER + KA; \
+    const int tiles = phase ? KA : KB; \
+    if (next + tiles <= total) \
+        for (int j = NBUF - TPS; j < tiles; j++) prefetch_l2(W_TILE(next + j), TILE); \
+    } while (0)
 
 __device__ __forceinline__ void prefetch_l2(const unsigned char* p, unsigned bytes) {
     asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" :: "l"(p), "r"(bytes) : "memory");
@@ -141,10 +170,11 @@ __device__ void grid_sync_watched(unsigned* bar, unsigned* diag, int l, int phas
 }
 #endif
 #if WATCHDOG & 1
-#define WAIT(bar, parity, what, i) wait_watched(bar, parity, diag, what, l, phase, i)
+#define WAIT_AT(bar, parity, what, l, phase, i) wait_watched(bar, parity, diag, what, l, phase, i)
 #else
-#define WAIT(bar, parity, what, i) wait_phase(bar, parity)
+#define WAIT_AT(bar, parity, what, l, phase, i) wait_phase(bar, parity)
 #endif
+#define WAIT(bar, parity, what, i) WAIT_AT(bar, parity, what, l, phase, i)
 #if WATCHDOG & 2
 #define GRID_SYNC_HERE() grid_sync_watched(bar, diag, l, phase)
 #else
@@ -235,7 +265,7 @@ __device__ void tile_wait(int* counter, int target, unsigned* diag, int l) {
 // ssq[2]: per column tile, per row, the sum of squares of X's 64 columns there
 // bias: per layer, per block, 64 floats (shift @ [Wg | Wu]^T in the block's column order)
 // scale: per layer + 1, WIDTH floats; gate: per layer, WIDTH floats
-extern "C" __global__ void __launch_bounds__(128, 1)
+extern "C" __global__ void __launch_bounds__(128 + 32 * WS, 1)
 mlp_chain(const unsigned char* __restrict__ W, unsigned char* xs0, unsigned char* xs1,
           unsigned short* res0, unsigned short* res1, unsigned char* H, float* part, int* count,
           float* ssq, const float* __restrict__ bias, const float* __restrict__ scale,
@@ -244,6 +274,9 @@ mlp_chain(const unsigned char* __restrict__ W, unsigned char* xs0, unsigned char
     extern __shared__ __align__(1024) unsigned char smem[];
     __shared__ __align__(8) u64 wbars[NBUF];
     __shared__ __align__(8) u64 xbars[KA];
+#if WS
+    __shared__ __align__(8) u64 ebars[NBUF];  // slot consumed: one arrival per MMA warp
+#endif
     unsigned char* sx = smem;             // KA activation tiles
     unsigned char* sw = smem + KA * TILE;  // the weight ring
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, b = blockIdx.x;
@@ -258,10 +291,28 @@ mlp_chain(const unsigned char* __restrict__ W, unsigned char* xs0, unsigned char
             asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(smem_addr(&wbars[i])));
         for (int i = 0; i < KA; i++)
             asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(smem_addr(&xbars[i])));
+#if WS
+        for (int i = 0; i < NBUF; i++)
+            asm volatile("mbarrier.init.shared::cta.b64 [%0], 4;" :: "r"(smem_addr(&ebars[i])));
+#endif
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+#if !WS
         for (int g = 0; g < NBUF - TPS && g < total; g++) FETCH(g);
+#endif
     }
-    __syncthreads();
+    ALL_SYNC();
+#if WS
+    if (warp == 4) {  // the producer: the block's whole weight stream, slot by slot
+        if (lane == 0)
+            for (int g = 0; g < total; g++) {
+                if (g >= NBUF)  // the slot's previous tile, g - NBUF, is consumed
+                    WAIT_AT(smem_addr(&ebars[g % NBUF]), (unsigned)(g / NBUF - 1) & 1u, 5u,
+                            g / PER_LAYER, (g % PER_LAYER) >= KA, g % PER_LAYER);
+                FETCH(g);
+            }
+        return;  // from here on the MMA warpgroup syncs on named barrier 1 alone
+    }
+#endif
     unsigned wph = 0, xph = 0;  // mbarrier phase parity, one bit per barrier
     int g = 0;  // this block's position in its weight stream
     const int n = b / SPLITS, s = b % SPLITS;  // phase B item: column tile, K slice
@@ -282,13 +333,8 @@ mlp_chain(const unsigned char* __restrict__ W, unsigned char* xs0, unsigned char
                     expect_bytes(xb, TILE);
                     bulk_copy_to(sx + i * TILE, src + (long long)i * TILE, TILE, xb);
                 }
-#if PREFETCH
-                // the next phase's weights, HBM -> L2 while this phase and its barrier run (the
-                // ring alone stops asking once it is full, and HBM idles through the barriers)
-                const int next = phase ? (l + 1) * PER_LAYER : l * PER_LAYER + KA;
-                const int tiles = phase ? KA : KB;
-                if (next + tiles <= total)
-                    for (int j = 0; j < tiles; j++) prefetch_l2(W_TILE(next + j), TILE);
+#if PREFETCH == 1
+                PREFETCH_NEXT_PHASE();
 #endif
             }
             // phase A's rows' 1 / rms (the rows' sums of squares are in since the barrier):
@@ -304,9 +350,14 @@ mlp_chain(const unsigned char* __restrict__ W, unsigned char* xs0, unsigned char
                     rstd[half] = rsqrtf(sum / WIDTH + __EPS__);
                 }
             }
-            float d[32];
+            // ACC accumulator sets, k-tile i into set i % ACC: the wgmma of one set need not
+            // wait for the other's to finish (one set makes every wgmma wait for the last)
+            float acc[ACC][32];
             #pragma unroll
-            for (int r = 0; r < 32; r++) d[r] = 0.f;
+            for (int a = 0; a < ACC; a++)
+                #pragma unroll
+                for (int r = 0; r < 32; r++) acc[a][r] = 0.f;
+            float* d = acc[0];
             for (int i = 0; i < nk; i += TPS, g += TPS) {
                 #pragma unroll
                 for (int j = 0; j < TPS; j++) {
@@ -320,16 +371,33 @@ mlp_chain(const unsigned char* __restrict__ W, unsigned char* xs0, unsigned char
                 }
                 #pragma unroll
                 for (int j = 0; j < TPS; j++)
-                    mma_tile(d, sx + (i + j) * TILE, sw + ((g + j) % NBUF) * TILE);
+                    if (DIAG != 3)
+                        mma_tile(acc[j % ACC], sx + (i + j) * TILE, sw + ((g + j) % NBUF) * TILE);
                 // the previous step's MMAs are done (this step's TPS groups may run on)
                 asm volatile("wgmma.wait_group.sync.aligned __TPS__;" ::: "memory");
-                __syncthreads();  // so the previous step's slots are free: refill them
+#if WS
+                if (lane == 0 && i > 0)  // so its slots go back to the producer
+                    for (int j = 0; j < TPS; j++) ARRIVE(ebars[(g - TPS + j) % NBUF]);
+#else
+                CTA_SYNC();  // so the previous step's slots are free: refill them
                 if (tid == 0)
                     for (int j = 0; j < TPS; j++)
                         if (g + NBUF - TPS + j < total) FETCH(g + NBUF - TPS + j);
+#endif
             }
             asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+#if WS
+            if (lane == 0)  // the phase's last step's slots
+                for (int j = 0; j < TPS; j++) ARRIVE(ebars[(g - TPS + j) % NBUF]);
+#endif
+            #pragma unroll
+            for (int a = 1; a < ACC; a++)
+                #pragma unroll
+                for (int r = 0; r < 32; r++) d[r] += acc[a][r];
             STAMP(1);
+#if PREFETCH == 2
+            if (tid == 0) PREFETCH_NEXT_PHASE();
+#endif
             if (phase == 0) {
                 // H[:, 32 b + c] = gelu(G) * U, G and U = rstd * acc + bias (columns c, c + 32)
                 const float* bl = bias + ((long long)l * gridDim.x + b) * 64;
@@ -405,9 +473,15 @@ class Form:
     """One form of the kernel, as compiled and timed."""
     ring: int = 8  # weight tiles in flight per block (shared memory: 16 activation tiles + ring)
     spread: bool = True  # phase B's split-K sum by all of the tile's 8 blocks, else its last
-    prefetch: bool = False  # each phase asks for the next phase's weights into L2
+    prefetch: int = 0  # the next phase's weights into L2: 1 as a phase starts, 2 after its MMAs
     tps: int = 1  # weight tiles per MMA-loop step
-    diagnostic: int = 0  # 1 weights hot in L2, 2 no activation copies: time only, numbers wrong
+    diagnostic: int = 0  # DIAGNOSTICS: time only, the numbers wrong by design
+    ws: bool = False  # warp-specialized: a producer warp refills the ring (160 threads)
+    acc: int = 1  # accumulator sets the k-tiles alternate between (independent wgmma chains)
+
+    @property
+    def threads(self) -> int:
+        return 128 + 32 * self.ws
 
     @property
     def shared(self) -> int:
@@ -416,18 +490,27 @@ class Form:
     @property
     def name(self) -> str:
         return ', '.join([f'ring {self.ring}', 'spread sum' if self.spread else 'last-block sum']
-                         + ['L2 prefetch'] * self.prefetch
+                         + [['', 'L2 prefetch', 'L2 prefetch after the MMAs'][self.prefetch]]
+                         * bool(self.prefetch)
                          + [f'{self.tps} tile{"s" * (self.tps > 1)} a step']
+                         + ['producer warp'] * self.ws
+                         + [f'{self.acc} accumulator sets'] * (self.acc > 1)
                          + [DIAGNOSTICS.get(self.diagnostic, '')] * bool(self.diagnostic))
 
 
-DIAGNOSTICS = {1: 'DIAGNOSTIC weights hot in L2', 2: 'DIAGNOSTIC no activation copies'}
+DIAGNOSTICS = {1: 'DIAGNOSTIC weights hot in L2', 2: 'DIAGNOSTIC no activation copies',
+               3: 'DIAGNOSTIC no MMAs'}
 # timed side by side: the first as it ran first, then one change at a time, then together, then
 # the best with each stream taken away (where its time goes)
-FORMS = (Form(spread=False), Form(), Form(ring=4), Form(prefetch=True), Form(tps=2),
-         Form(tps=4), Form(prefetch=True, tps=2), Form(ring=12, prefetch=True, tps=2),
-         Form(tps=2, diagnostic=1), Form(tps=2, diagnostic=2))
-TIMELINES = (Form(tps=2), Form(tps=2, diagnostic=1), Form(tps=2, diagnostic=2))
+FORMS = (Form(spread=False), Form(), Form(ring=4), Form(prefetch=1), Form(tps=2),
+         Form(tps=4), Form(prefetch=1, tps=2), Form(ring=12, prefetch=1, tps=2),
+         Form(prefetch=2, tps=2), Form(ring=12, prefetch=2, tps=2),
+         Form(tps=2, diagnostic=1), Form(tps=2, diagnostic=2), Form(tps=2, diagnostic=3),
+         Form(ws=True), Form(ws=True, tps=2), Form(ring=12, ws=True, tps=2),
+         Form(tps=2, acc=2), Form(tps=4, acc=2), Form(tps=4, acc=4), Form(ws=True, tps=2, acc=2),
+         Form(ring=12, ws=True, tps=4, acc=4))
+TIMELINES = (Form(tps=2), Form(tps=2, diagnostic=1), Form(tps=2, diagnostic=2),
+             Form(tps=2, diagnostic=3), Form(ws=True, tps=2), Form(prefetch=2, tps=2))
 
 
 def source(form: Form, watchdog: int = 0, stamps: bool = False) -> str:
@@ -436,11 +519,15 @@ def source(form: Form, watchdog: int = 0, stamps: bool = False) -> str:
     `stamps`: it records a timeline (Chain.timeline)."""
     if form.ring < 2 * form.tps or KB % form.tps:
         raise ValueError(f'{form.name}: the ring must hold two steps, a phase whole steps')
+    if form.tps % form.acc:
+        raise ValueError(f'{form.name}: a step must cover every accumulator set alike')
     values = {'NBUF': form.ring, 'KA': KA, 'KB': KB, 'NT_B': NT_B, 'SPLITS': SPLITS,
               'WIDTH': WIDTH, 'ROWS': ROWS, 'EPS': f'{EPS:.1e}f', 'WATCHDOG': watchdog,
-              'STAMPS': int(stamps), 'SPREAD': int(form.spread), 'PREFETCH': int(form.prefetch),
-              'TPS': form.tps, 'DIAG': form.diagnostic, 'MMA_TILE': mma_tile_source(64)}
-    text = SOURCE
+              'STAMPS': int(stamps), 'SPREAD': int(form.spread), 'PREFETCH': form.prefetch,
+              'TPS': form.tps, 'DIAG': form.diagnostic, 'WS': int(form.ws),
+              'ACC': form.acc, 'MMA_TILE': mma_tile_source(64)}
+    # the CTA-wide waits of the shared helpers too: with a producer warp they must leave it out
+    text = SOURCE.replace('__syncthreads();', 'CTA_SYNC();')
     for key, value in values.items():
         text = text.replace(f'__{key}__', str(value))
     return text
@@ -550,7 +637,8 @@ def torch_ops_section(state: dict) -> dict:
             'rel_error': float((got.float() - state['want']).norm() / state['want'].norm())}
 
 
-WAITS = {1: 'weight tile', 2: 'activation tile', 3: 'grid barrier', 4: 'tile counter'}
+WAITS = {1: 'weight tile', 2: 'activation tile', 3: 'grid barrier', 4: 'tile counter',
+         5: 'producer: empty slot'}
 
 
 class Chain:
@@ -587,10 +675,11 @@ class Chain:
                 self.h, self.part, self.count, self.ssq, inputs['bias'], inputs['scale'],
                 inputs['gate'], self.bar, self.diag, self.stamps, layers]
         if self.cooperative:
-            launch_cooperative(self.kernel, (BLOCKS, 1, 1), (128, 1, 1), args, self.form.shared)
+            launch_cooperative(self.kernel, (BLOCKS, 1, 1), (self.form.threads, 1, 1), args,
+                               self.form.shared)
         else:
-            self.kernel(grid=(BLOCKS, 1, 1), block=(128, 1, 1), shared_mem=self.form.shared,
-                        args=args)
+            self.kernel(grid=(BLOCKS, 1, 1), block=(self.form.threads, 1, 1),
+                        shared_mem=self.form.shared, args=args)
         return self.res[layers % 2]
 
     def stalls(self) -> list:

@@ -3,7 +3,7 @@
 timing, each step printed (flushed) as it ends, with the watchdog's record where one is on.
 
     PYTHONPATH=$PWD timeout 60 python3 scripts/device/mlp_chain_stages.py WATCHDOG RING \
-        [--torch-ops-first] [--plain-launch] [--last-block-sum] [--prefetch] [--tps N] \
+        [--torch-ops-first] [--plain-launch] [--last-block-sum] [--prefetch N] [--tps N] \
         [--timeline TRACE.json]
 
 WATCHDOG: 0 none, 1 the mbarrier waits, 2 the grid barrier, 3 both (mlp_chain_probe's bits);
@@ -34,7 +34,7 @@ def main():
     parser.add_argument('--torch-ops-first', action='store_true')
     parser.add_argument('--plain-launch', action='store_true')
     parser.add_argument('--last-block-sum', action='store_true')
-    parser.add_argument('--prefetch', action='store_true')
+    parser.add_argument('--prefetch', type=int, default=0)
     parser.add_argument('--tps', type=int, default=1)
     parser.add_argument('--timeline')
     args = parser.parse_args()
