@@ -150,24 +150,7 @@ __device__ void wait_watched(unsigned bar, unsigned parity, unsigned* diag, unsi
         if (!done && gave_up(diag, start, what, l, phase, i)) return;
     }
 }
-__device__ void grid_sync_watched(unsigned* bar, unsigned* diag, int l, int phase) {
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        volatile unsigned* gen = bar + 32;
-        unsigned mine = *gen;
-        __threadfence();
-        if (atomicAdd(bar, 1u) == gridDim.x - 1) {
-            bar[0] = 0;
-            __threadfence();
-            atomicAdd(bar + 32, 1u);
-        } else {
-            const unsigned long long start = now_ns();
-            while (*gen == mine && !gave_up(diag, start, 3u, l, phase, 0)) { }
-        }
-        __threadfence();
-    }
-    __syncthreads();
-}
+__GRID_SYNC_WATCHED__
 #endif
 #if WATCHDOG & 1
 #define WAIT_AT(bar, parity, what, l, phase, i) wait_watched(bar, parity, diag, what, l, phase, i)
@@ -513,6 +496,17 @@ TIMELINES = (Form(tps=2), Form(tps=2, diagnostic=1), Form(tps=2, diagnostic=2),
              Form(tps=2, diagnostic=3), Form(ws=True, tps=2), Form(prefetch=2, tps=2))
 
 
+def grid_sync_watched() -> str:
+    """hopper_ptx's grid barrier whose spin gives up (the watchdog's), as `grid_sync_watched`."""
+    text = GRID_SYNC.replace('void grid_sync(unsigned* bar)', 'void grid_sync_watched(unsigned* '
+                             'bar, unsigned* diag, int l, int phase)')
+    text = text.replace('while (*gen == mine) { }', 'const unsigned long long start = now_ns();\n'
+                        '            while (*gen == mine\n'
+                        '                   && !gave_up(diag, start, 3u, l, phase, 0)) { }')
+    assert 'grid_sync_watched' in text and 'gave_up' in text, 'GRID_SYNC changed its form'
+    return text
+
+
 def source(form: Form, watchdog: int = 0, stamps: bool = False) -> str:
     """The CUDA source of `mlp_chain` in `form`; `watchdog` (bits WATCH_WAITS, WATCH_GRID):
     those spins give up after 2 s and record where (for first runs; the timed form has none);
@@ -525,11 +519,13 @@ def source(form: Form, watchdog: int = 0, stamps: bool = False) -> str:
               'WIDTH': WIDTH, 'ROWS': ROWS, 'EPS': f'{EPS:.1e}f', 'WATCHDOG': watchdog,
               'STAMPS': int(stamps), 'SPREAD': int(form.spread), 'PREFETCH': form.prefetch,
               'TPS': form.tps, 'DIAG': form.diagnostic, 'WS': int(form.ws),
-              'ACC': form.acc, 'MMA_TILE': mma_tile_source(64)}
-    # the CTA-wide waits of the shared helpers too: with a producer warp they must leave it out
-    text = SOURCE.replace('__syncthreads();', 'CTA_SYNC();')
+              'ACC': form.acc, 'GRID_SYNC_WATCHED': grid_sync_watched(),
+              'MMA_TILE': mma_tile_source(64)}
+    text = SOURCE
     for key, value in values.items():
         text = text.replace(f'__{key}__', str(value))
+    # every CTA-wide wait, the shared helpers' too: with a producer warp they must leave it out
+    text = text.replace('__syncthreads();', 'CTA_SYNC();')
     return text
 
 
