@@ -739,11 +739,13 @@ def watchdog_section(state: dict) -> dict:
             got = chain.launch(layers)
             torch.cuda.synchronize()
             stalls = chain.stalls()
-            want = state['want'] if layers == LAYERS else \
-                reference(state['x0'], state['layers'][:layers]).float()
             key = f'{form.name}, {layers} layers'
-            out[key] = {'stalls': stalls} if stalls or form.diagnostic else {
-                'rel_error': error(got, want)}
+            if stalls or form.diagnostic:
+                out[key] = {'stalls': stalls}
+            else:
+                want = state['want'] if layers == LAYERS else \
+                    reference(state['x0'], state['layers'][:layers]).float()
+                out[key] = {'rel_error': error(got, want)}
             print('watchdog', key, out[key], flush=True)
             if stalls:
                 state['stalled'] = True
@@ -761,24 +763,26 @@ def chain_section(state: dict, form: Form) -> dict:
     torch.cuda.synchronize()
     again = chain.launch()
     torch.cuda.synchronize()
-    row = {'rel_error': error(first, state['want']),
-           'padding_rows_zero': bool((first[ROWS:] == 0).all()),
-           'deterministic': bool(torch.equal(first, again)), 'shared_bytes': form.shared}
     if form.diagnostic:
         row = {'numbers': 'wrong by design (a diagnostic form: time only)',
                'shared_bytes': form.shared}
+    else:
+        row = {'rel_error': error(first, state['want']),
+               'padding_rows_zero': bool((first[ROWS:] == 0).all()),
+               'deterministic': bool(torch.equal(first, again)), 'shared_bytes': form.shared}
     us = tuning.gpu_time_ms(lambda: chain.launch(fresh=False)) * 1e3 / LAYERS
     row.update(us_per_layer=round(us, 2), TBps=round(3 * MLP * WIDTH * 2 / (us * 1e-6) / 1e12, 2))
     print(form.name, row, flush=True)
     return row
 
 
-def timeline_section(state: dict, form: Form, trace: str) -> dict:
+def timeline_section(state: dict, form: Form, trace: str, **chain_options) -> dict:
     """Where a layer's time goes in one launch of `form` with stamps (medians over blocks and
-    layers, us); every block's timeline is written to `trace` (Chrome / Perfetto JSON)."""
+    layers, us); every block's timeline is written to `trace` (Chrome / Perfetto JSON).
+    chain_options: Chain's watchdog and cooperative."""
     if state.get('stalled'):
         raise RuntimeError('not run: a watchdog run stalled (see its section)')
-    chain = Chain(state, form, stamps=True)
+    chain = Chain(state, form, stamps=True, **chain_options)
     chain.launch()
     chain.launch()
     torch.cuda.synchronize()

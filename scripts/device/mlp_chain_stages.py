@@ -10,13 +10,11 @@ WATCHDOG: 0 none, 1 the mbarrier waits, 2 the grid barrier, 3 both (mlp_chain_pr
 RING: weight tiles in flight; --torch-ops-first: time the torch-ops baseline before, as the
 probe does; --plain-launch: cuLaunchKernel, not a cooperative launch; --last-block-sum: phase
 B's split-K sum by the tile's last block, not spread over its 8; --prefetch, --tps: the
-probe's Form fields of those names; --timeline: last, one launch
-of the form with stamps, its summary printed and its trace written (Chrome / Perfetto). Run
-each form in its own process under `timeout`: a hung kernel is only ended by ending its
-process."""
+probe's Form fields of those names; --timeline: last, one launch of the form with stamps, its
+summary printed and its trace written (Chrome / Perfetto). Run each form in its own process
+under `timeout`: a hung kernel is only ended by ending its process."""
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -71,15 +69,8 @@ def main():
     us = tuning.gpu_time_ms(lambda: chain.launch(fresh=False)) * 1e3 / probe.LAYERS
     say('CUDA graph timing', us_per_layer=round(us, 2), stalls=chain.stalls())
     if args.timeline:
-        stamped = probe.Chain(state, form, watchdog, stamps=True,
-                              cooperative=not args.plain_launch)
-        stamped.launch()
-        stamped.launch()
-        torch.cuda.synchronize()
-        timeline = stamped.timeline()
-        say('timeline', **timeline['summary'])
-        with open(args.timeline, 'w', encoding='utf-8') as f:
-            json.dump(timeline['trace'], f)
+        say('timeline', **probe.timeline_section(state, form, args.timeline, watchdog=watchdog,
+                                                 cooperative=not args.plain_launch))
 
 
 if __name__ == '__main__':
