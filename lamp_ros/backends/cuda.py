@@ -15,7 +15,8 @@ allocate static input buffers once, warm up, and capture one CUDA graph of the w
 with its transfers in it: the inputs' copies from pinned host buffers, the program, the outputs'
 copies to pinned host buffers. A run fills the pinned inputs (numpy, on the CPU), replays the
 graph, waits once, and reads the pinned outputs: no pageable copy that blocks the CPU per input,
-no launch outside the graph.
+no launch outside the graph. Stages the spec names in `fusion.side_stream` are captured from a
+second stream (stage_streams.py): the expert's first Euler step then runs next to the prefix.
 AOTInductor packages would be the natural format but crash at load on the H200 image
 (FIELD-NOTES), hence the exported program + CUDA graph.
 """
@@ -75,6 +76,7 @@ def compile(ctx) -> GroupBuild:
     with torch.no_grad():
         program = torch.export.export(module, tuple(args), strict=False)
     program._example_inputs = None  # keep the archive free of pickled objects
+    streams = _stream_schedule(ctx.group, program)
     rel = f'groups/{ctx.group.name}/program.pt2'
     os.makedirs(os.path.join(ctx.root, os.path.dirname(rel)), exist_ok=True)
     torch.export.save(program, os.path.join(ctx.root, rel))
@@ -82,7 +84,24 @@ def compile(ctx) -> GroupBuild:
           for v, a in zip(ctx.group.inputs, args)}
     return GroupBuild(files=(rel,), metadata={'program': rel, 'inputs': io,
                                               'torch': torch.__version__, 'kernels': kernels,
-                                              'tiles': tiles})
+                                              'tiles': tiles, 'streams': streams})
+
+
+def _stream_schedule(group, program) -> dict | None:
+    """plan.json's view of the two-stream capture the runner will make of this program (the
+    same functions on a copy of its graph), or None with no side stages. A side stage with no
+    operator in the program is refused here rather than captured as an empty stream."""
+    if not group.side_stages:
+        return None
+    from lamp_ros.backends import stage_streams
+    module = program.module()
+    stacks = stage_streams.read_stacked_parts(module.graph)
+    plan = stage_streams.schedule(module.graph, group.side_stages)
+    summary = plan.summary()
+    if not summary['side_ops']:
+        raise ValueError(f'{group.name}: side stages {list(group.side_stages)} have no '
+                         f'operator in the exported program')
+    return {**summary, 'stacks_read_as_parts': stacks}
 
 
 def _host(value):
@@ -93,11 +112,20 @@ def _host(value):
 
 
 class CudaGraphRunner:
-    """Static buffers + one captured CUDA graph for the whole group."""
+    """Static buffers + one captured CUDA graph for the whole group.
 
-    def __init__(self, group, root: str, device: str):
+    `side_stages` (default: the plan's, from the spec's `fusion.side_stream`) are captured
+    from a second stream (stage_streams.py), so the graph's edges are the program's data
+    dependencies between them and the other stages; `side_priority` is that stream's CUDA
+    priority (lower is more urgent, 0 the default). High by default: on the H200 the expert's
+    first Euler step next to the prefix took 15.04 ms at -1 and 15.09 at 0, against 15.44 on
+    one stream (bench/results/stage_streams_probe_h200.json)."""
+
+    def __init__(self, group, root: str, device: str, side_stages=None,
+                 side_priority: int = -1, interleaved: bool = False):
         torch = _torch_cuda()
         import lamp_ros.kernels.ops  # noqa: F401  (registers the lamp:: operators)
+        from lamp_ros.backends import stage_streams
         self.torch = torch
         torch.backends.cudnn.allow_tf32 = False  # fp32 groups keep fp32 parity
         torch.backends.cuda.matmul.allow_tf32 = False
@@ -105,16 +133,35 @@ class CudaGraphRunner:
         program = torch.export.load(os.path.join(root, meta['program']))
         self.module = program.module()
         self._bind_weights(group, root, device)
+        side = tuple(group.side_stages if side_stages is None else side_stages)
+        self.stream = torch.cuda.Stream(device)
+        self.program = self.module  # what the warm-up and the capture call
+        self.streams = None         # StreamSchedule.summary() when side stages are on
+        if side:
+            unknown = sorted(set(side) - set(group.nodes))
+            if unknown:
+                raise ValueError(f'side stages {unknown} are not stages of group '
+                                 f'{group.name} ({", ".join(group.nodes)})')
+            stacks = stage_streams.read_stacked_parts(self.module.graph)
+            self.module.recompile()
+            plan = stage_streams.schedule(self.module.graph, side)
+            if interleaved:
+                stage_streams.interleave(self.module.graph, plan)
+                self.module.recompile()
+            self.side_stream = torch.cuda.Stream(device, priority=side_priority)
+            self.program = stage_streams.StreamInterpreter(self.module, plan,
+                                                           (self.stream, self.side_stream))
+            self.streams = {**plan.summary(), 'stacks_read_as_parts': stacks,
+                            'side_priority': side_priority, 'interleaved': interleaved}
         self.inputs, self.outputs = tuple(group.inputs), tuple(group.outputs)
         specs = [meta['inputs'][name] for name in self.inputs]  # JSON key order is not ours
         self.static_in = [torch.zeros(s['shape'], dtype=getattr(torch, s['dtype']),
                                       device=device) for s in specs]
         self.host_in = [torch.zeros(s['shape'], dtype=getattr(torch, s['dtype']),
                                     pin_memory=True) for s in specs]
-        self.stream = torch.cuda.Stream(device)
         with torch.no_grad(), torch.cuda.stream(self.stream):
             for _ in range(2):  # warm-up outside capture (allocations, autotuning)
-                out = self.module(*self.static_in)
+                out = self.program(*self.static_in)
         torch.cuda.synchronize(device)
         outs = out if isinstance(out, (tuple, list)) else (out,)
         # float outputs come back as float32 (what the host stages read), others as they are
@@ -125,7 +172,7 @@ class CudaGraphRunner:
         with torch.no_grad(), torch.cuda.graph(self.graph, stream=self.stream):
             for buf, host in zip(self.static_in, self.host_in):
                 buf.copy_(host, non_blocking=True)
-            out = self.module(*self.static_in)
+            out = self.program(*self.static_in)
             outs = out if isinstance(out, (tuple, list)) else (out,)
             for host, value in zip(self.host_out, outs):
                 host.copy_(value.to(host.dtype), non_blocking=True)

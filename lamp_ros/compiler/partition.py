@@ -128,6 +128,10 @@ def partition(graph, spec, assignments: dict) -> list:
     for node in graph.nodes:
         for v in node.inputs:
             consumers.setdefault(v, set()).add(_find(parent, node.id))
+    side = set(spec.fusion.get('side_stream', []))
+    unknown = sorted(side - {n.id for n in graph.nodes})
+    if unknown:
+        raise ValueError(f'fusion.side_stream: {unknown} are not nodes of the graph')
     specs = []
     for i, root in enumerate(groups):
         nodes = members[root]
@@ -145,8 +149,22 @@ def partition(graph, spec, assignments: dict) -> list:
         specs.append(GroupSpec(
             name=f'g{i:02d}_{a.backend}', backend=a.backend, precision=a.precision,
             device=a.device, nodes=tuple(nodes), inputs=tuple(inputs), outputs=tuple(outputs),
-            reason=f'{first} ({key[nodes[0]][3]}): ' + ' | '.join(reasons)))
+            reason=f'{first} ({key[nodes[0]][3]}): ' + ' | '.join(reasons),
+            side_stages=_side_stages(f'g{i:02d}_{a.backend}', a.backend, nodes, side)))
     return specs
+
+
+def _side_stages(group: str, backend: str, nodes, side: set) -> tuple:
+    """The group's members named in fusion.side_stream; refused where no second stream exists
+    (a backend other than cuda) or where it would leave the capture stream nothing to run."""
+    chosen = tuple(n for n in nodes if n in side)
+    if chosen and backend != 'cuda':
+        raise ValueError(f'fusion.side_stream: {list(chosen)} run in group {group} on backend '
+                         f'{backend}; only the cuda backend captures stages on a second stream')
+    if chosen and len(chosen) == len(nodes):
+        raise ValueError(f'fusion.side_stream: {list(chosen)} are every stage of group {group}; '
+                         f'a side stream runs next to stages left on the capture stream')
+    return chosen
 
 
 def _order_groups(graph, parent, members) -> list:

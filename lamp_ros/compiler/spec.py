@@ -53,7 +53,7 @@ class Spec:
     control: dict       # rate_hz, chunker, smoother, clamp
     target: str
     stages: dict        # stage op -> StageChoice ('default' included)
-    fusion: dict        # fuse_adjacent: bool, split_after: [node ids]
+    fusion: dict        # fuse_adjacent: bool, split_after: [node ids], side_stream: [node ids]
     parity: dict        # samples, atol, rtol
     passes: dict = field(default_factory=dict)
     source: str = ''    # path the spec was read from
@@ -135,15 +135,18 @@ def parse_spec(d: dict, source: str = '') -> Spec:
     stages = {k: _stage_choice(v, f'stages.{k}', target) for k, v in stages_in.items()}
     stages.setdefault('default', StageChoice('host', reason='host reference for every stage'))
     fusion = d.get('fusion', {})
-    _check_keys(fusion, {'fuse_adjacent', 'split_after'}, 'fusion')
+    _check_keys(fusion, {'fuse_adjacent', 'split_after', 'side_stream'}, 'fusion')
+    side = fusion.get('side_stream', [])
+    if not isinstance(side, list) or not all(isinstance(s, str) for s in side):
+        raise SpecError(f'fusion.side_stream: a list of stage names, got {side!r}')
     parity = {'samples': 4, 'atol': 1e-4, 'rtol': 1e-3, **d.get('parity', {})}
     _check_keys(parity, {'samples', 'atol', 'rtol'}, 'parity')
     if int(parity['samples']) < 1:
         raise SpecError('parity.samples: must be >= 1')
     passes = _passes(d.get('passes', {}))
+    fusion = {'fuse_adjacent': True, 'split_after': [], 'side_stream': [], **fusion}
     return Spec(name=d['name'], policy=policy, weights=weights, control=control, target=target,
-                stages=stages, fusion={'fuse_adjacent': True, 'split_after': [], **fusion},
-                parity=parity, passes=passes, source=source)
+                stages=stages, fusion=fusion, parity=parity, passes=passes, source=source)
 
 
 def load_spec(path: str) -> Spec:

@@ -114,7 +114,7 @@ def diff_weights(a, b) -> list:
 
 def _group_row(g) -> dict:
     return {'name': g.name, 'backend': g.backend, 'precision': g.precision, 'device': g.device,
-            'nodes': list(g.nodes)}
+            'nodes': list(g.nodes), 'side_stages': list(g.side_stages)}
 
 
 def diff_plan(pa, pb) -> dict:

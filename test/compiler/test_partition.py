@@ -6,7 +6,7 @@ import pytest
 
 from lamp_ros.compiler.partition import assign, partition, phases
 from lamp_ros.compiler.plan import coverage
-from lamp_ros.compiler.spec import StageChoice
+from lamp_ros.compiler.spec import load_spec, StageChoice
 from lamp_ros.graph.graph import Graph, Node
 from lamp_ros.graph.types import TensorType
 
@@ -91,3 +91,27 @@ def test_fusion_never_makes_a_cycle(tiny_spec):
     ), values=values, inputs=('x',), outputs=('c.y',)).lint()
     groups = _groups(graph, tiny_spec)
     assert [g.nodes for g in groups] == [('a',), ('m',), ('c',)]
+
+
+def _with_side_stream(spec, respec, stages):
+    return respec(spec, fusion={**spec.fusion, 'side_stream': list(stages)})
+
+
+def test_side_stream_stages_are_marked_on_their_cuda_group(tiny_graph):
+    groups = _groups(tiny_graph, load_spec('config/specs/pi05_tiny_cuda.yaml'))
+    marked = {g.name: g.side_stages for g in groups if g.side_stages}
+    (cuda,) = [g for g in groups if g.backend == 'cuda']
+    assert marked == {cuda.name: ('denoise',)} and cuda.nodes == ('vision', 'prefix', 'denoise')
+    assert cuda.to_dict()['side_stages'] == ['denoise']
+    assert type(cuda).from_dict(cuda.to_dict()) == cuda
+
+
+@pytest.mark.parametrize('spec_path,stages,message', [
+    ('config/specs/pi05_tiny.yaml', ['denoise'], 'only the cuda backend'),
+    ('config/specs/pi05_tiny_cuda.yaml', ['vision', 'prefix', 'denoise'], 'every stage'),
+    ('config/specs/pi05_tiny_cuda.yaml', ['denoiser'], 'not nodes of the graph'),
+])
+def test_side_stream_refusals_name_the_problem(tiny_graph, respec, spec_path, stages, message):
+    spec = _with_side_stream(load_spec(spec_path), respec, stages)
+    with pytest.raises(ValueError, match=message):
+        _groups(tiny_graph, spec)

@@ -38,6 +38,8 @@ def test_committed_spec_loads():
     (lambda d: d['weights'].update(file='w.safetensors'), 'weights: give either file or seed'),
     (lambda d: d['parity'].update(samples=0), 'parity.samples'),
     (lambda d: d.pop('policy'), 'policy: missing'),
+    (lambda d: d['fusion'].update(side_stream='denoise'), 'fusion.side_stream: a list'),
+    (lambda d: d['fusion'].update(side_streams=['denoise']), 'fusion.side_streams: unknown'),
 ])
 def test_bad_spec_names_the_key(edit, key):
     d = _raw()
@@ -63,3 +65,5 @@ def test_full_and_gpu_specs_load():
     from lamp_ros.compiler.passes import PASS_NAMES
     assert full.passes == {name: True for name in PASS_NAMES}  # fp8_prefix_mlp included
     assert load_spec('config/specs/pi05_tiny_cuda.yaml').choice('denoise').backend == 'cuda'
+    assert full.fusion['side_stream'] == ['denoise']
+    assert load_spec(SPEC).fusion['side_stream'] == []  # off unless a spec names stages

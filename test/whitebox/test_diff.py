@@ -113,3 +113,18 @@ def test_profile_deltas_name_the_top_hot_spot(tiny_artifact, tmp_path):
     assert prof['nodes']['tokenize']['delta_ms'] == pytest.approx(-0.1)
     assert prof['top_hot_spot'] == {'kind': 'group', 'name': 'g01_host',
                                     'delta_ms': pytest.approx(3.0)}
+
+
+def test_plan_diff_names_a_side_stream():
+    """Switching fusion.side_stream on changes one attribute of the cuda group, and says so."""
+    from dataclasses import replace
+    from lamp_ros.artifact.plan import BuildPlan
+    from lamp_ros.backends.base import GroupSpec
+    from lamp_ros.whitebox.diff import diff_plan
+    group = GroupSpec('g03_cuda', 'cuda', 'bf16', 'cuda:0', ('vision', 'prefix', 'denoise'),
+                      ('stack_cameras.pixels',), ('denoise.actions',))
+    one = BuildPlan('cuda', (group,), {}, {})
+    two = BuildPlan('cuda', (replace(group, side_stages=('denoise',)),), {}, {})
+    assert diff_plan(one, two) == {
+        'groups_changed': {'g03_cuda': {'side_stages': [[], ['denoise']]}}}
+    assert diff_plan(two, two) == {}

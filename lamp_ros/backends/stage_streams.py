@@ -1,0 +1,203 @@
+"""Run side of the cuda backend: chosen stages of a group on a second stream of its CUDA graph.
+
+Why: the group's exported program lists its stages' operators one after another, and one
+captured stream makes that order a chain, so the action expert's first Euler step waits for the
+whole prefix although its layer i reads only the prefix's layer-i K/V. Captured from two
+streams, with an event wherever a value crosses from one to the other, the graph's edges are
+the program's data dependencies instead, and the GPU can run the first Euler step's layers next
+to the prefix's later ones: the expert's kernels are short and latency-bound, the prefix's are
+large GEMMs.
+
+Two things make that possible, both on the loaded program's FX graph (torch.fx only):
+- `read_stacked_parts`: the prefix hands the expert its cache as `stack(ks)` and every expert
+  layer reads `select(cache, 0, i)`, which joins all layers' K/V in one copy the expert waits
+  for. Reading `ks[i]` directly (contiguous, as the slice was) removes the join and the copy.
+- `schedule`: every operator of a side stage goes on stream 1, everything else on stream 0
+  (the capture stream); for each operator, the producers on the other stream it must wait for,
+  keeping only the newest per stream (a wait for a later event covers the earlier ones).
+
+`StreamInterpreter` runs the graph by that schedule (torch.fx's Interpreter, one operator at a
+time), on the CPU without streams (what the tests compare with the plain program). Side-stream
+tensors that another stream reads are marked with `record_stream`, so the caching allocator
+does not hand their memory out again before the reading stream is done with it.
+"""
+
+from dataclasses import dataclass, field
+
+STAGE_PREFIX = 'stages.'  # group_module's ModuleDict: nn_module_stack paths 'stages.<node>...'
+
+
+def node_stage(node):
+    """The group stage an FX node was traced in (from its nn_module_stack), or None."""
+    for path, _ in (node.meta.get('nn_module_stack') or {}).values():
+        if path.startswith(STAGE_PREFIX):
+            return path[len(STAGE_PREFIX):].split('.')[0]
+    return None
+
+
+def _is_op(node, op) -> bool:
+    return node.op == 'call_function' and node.target is op
+
+
+def read_stacked_parts(graph) -> int:
+    """Rewrite select(stack(parts, 0), 0, i) into parts[i] where every reader of the stack is
+    such a select; returns how many stacks went. A part that is not contiguous is copied once,
+    right after it is made and in its own stage, so readers see the layout the slice of the
+    stack had (a copy per reader would repeat it in every Euler step)."""
+    import torch
+    aten = torch.ops.aten
+    removed = 0
+    for stack in list(graph.nodes):
+        if not _is_op(stack, aten.stack.default):
+            continue
+        parts = stack.args[0]
+        dim = stack.args[1] if len(stack.args) > 1 else stack.kwargs.get('dim', 0)
+        readers = list(stack.users)
+        if dim != 0 or not readers or not all(
+                _is_op(r, aten.select.int) and r.args[1] == 0 and isinstance(r.args[2], int)
+                for r in readers):
+            continue
+        contiguous = {}
+        for reader in readers:
+            index = reader.args[2] % len(parts)
+            if index not in contiguous:
+                part = parts[index]
+                value = part.meta.get('val')
+                if value is None or not value.is_contiguous():
+                    with graph.inserting_after(part):
+                        copy = graph.call_function(aten.clone.default, (part,),
+                                                   {'memory_format': torch.contiguous_format})
+                    copy.meta.update(part.meta)
+                    part = copy
+                contiguous[index] = part
+            reader.replace_all_uses_with(contiguous[index])
+            graph.erase_node(reader)
+        graph.erase_node(stack)
+        removed += 1
+    return removed
+
+
+@dataclass
+class StreamSchedule:
+    """Which stream each operator runs on, and what it waits for on the other stream."""
+    side_stages: tuple
+    stream_of: dict = field(default_factory=dict)     # node name -> 0 (capture) or 1 (side)
+    waits: dict = field(default_factory=dict)         # node name -> producer names to wait for
+    signalled: set = field(default_factory=set)       # producers some wait names
+
+    def summary(self) -> dict:
+        """Plain figures for the plan and the bench: operators per stream, cross-stream waits."""
+        on_side = sum(1 for s in self.stream_of.values() if s == 1)
+        return {'side_stages': list(self.side_stages), 'side_ops': on_side,
+                'capture_ops': len(self.stream_of) - on_side,
+                'cross_waits': sum(len(w) for w in self.waits.values())}
+
+
+def schedule(graph, side_stages) -> StreamSchedule:
+    """Stream 1 for the operators of `side_stages`, stream 0 for the rest; cross-stream waits
+    pruned to the newest producer per stream (events on one stream complete in order)."""
+    plan = StreamSchedule(side_stages=tuple(side_stages))
+    position = {}                 # node name -> index on its stream
+    counts = [0, 0]
+    waited = [-1, -1]             # per stream: the newest position it waited for on the other
+    for node in graph.nodes:
+        if node.op != 'call_function':
+            continue
+        stream = 1 if node_stage(node) in plan.side_stages else 0
+        newest = None
+        for producer in node.all_input_nodes:
+            if plan.stream_of.get(producer.name) == 1 - stream and (
+                    newest is None or position[producer.name] > position[newest]):
+                newest = producer.name
+        if newest is not None and position[newest] > waited[stream]:
+            plan.waits[node.name] = (newest,)
+            plan.signalled.add(newest)
+            waited[stream] = position[newest]
+        plan.stream_of[node.name] = stream
+        position[node.name] = counts[stream]
+        counts[stream] += 1
+    return plan
+
+
+def interleave(graph, plan: StreamSchedule) -> None:
+    """Reorder the graph so that each side operator comes right after the last of its inputs
+    (each stream keeps its own order). The capture records operators in the order the
+    interpreter meets them; stage by stage, the whole prefix was recorded before the expert's
+    first operator, interleaved each expert layer is recorded where its K/V are."""
+    from collections import deque
+    nodes = list(graph.nodes)
+    order = [n for n in nodes if n.op in ('placeholder', 'get_attr')]
+    done = set(order)
+    side = deque(n for n in nodes if plan.stream_of.get(n.name) == 1)
+
+    def take_ready_side():
+        while side and all(i in done for i in side[0].all_input_nodes):
+            node = side.popleft()
+            order.append(node)
+            done.add(node)
+
+    take_ready_side()
+    for node in nodes:
+        if node in done or plan.stream_of.get(node.name) == 1 or node.op == 'output':
+            continue
+        order.append(node)
+        done.add(node)
+        take_ready_side()
+    order.extend(side)  # what is left reads only what is already placed
+    order.extend(n for n in nodes if n.op == 'output')
+    for before, node in zip(order, order[1:]):
+        before.append(node)
+
+
+class StreamInterpreter:
+    """Runs an FX GraphModule by a StreamSchedule: on `streams` (two torch.cuda.Streams, the
+    first the current one) with events at cross-stream edges, or without streams (CPU)."""
+
+    def __init__(self, module, plan: StreamSchedule, streams=None):
+        import torch
+        from torch import fx
+        self.torch, self.plan, self.streams = torch, plan, streams
+        outer = self
+
+        class _Interpreter(fx.Interpreter):
+            def run_node(self, node):
+                return outer._run_node(self, node)
+
+        self._interpreter = _Interpreter(module)
+        self._super_run_node = fx.Interpreter.run_node
+
+    def __call__(self, *args):
+        self.events = {}
+        if self.streams is None:
+            return self._interpreter.run(*args)
+        capture, side = self.streams
+        side.wait_stream(capture)      # the fork: inputs were written on the capture stream
+        out = self._interpreter.run(*args)
+        capture.wait_stream(side)      # the join: a capture must end on its own stream
+        return out
+
+    def _run_node(self, interpreter, node):
+        stream_index = self.plan.stream_of.get(node.name)
+        if self.streams is None or stream_index is None:
+            return self._super_run_node(interpreter, node)
+        torch = self.torch
+        stream = self.streams[stream_index]
+        for producer in self.plan.waits.get(node.name, ()):
+            stream.wait_event(self.events[producer])
+        for source in node.all_input_nodes:
+            if self.plan.stream_of.get(source.name, stream_index) != stream_index:
+                for value in _tensors(interpreter.env[source]):
+                    value.record_stream(stream)
+        with torch.cuda.stream(stream):
+            result = self._super_run_node(interpreter, node)
+        if node.name in self.plan.signalled:
+            event = torch.cuda.Event()
+            event.record(stream)
+            self.events[node.name] = event
+        return result
+
+
+def _tensors(value):
+    import torch
+    from torch.utils._pytree import tree_leaves
+    return [v for v in tree_leaves(value) if isinstance(v, torch.Tensor) and v.is_cuda]

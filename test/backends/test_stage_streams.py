@@ -1,0 +1,179 @@
+"""The cuda group's program on two streams (backends/stage_streams.py), on the CPU.
+
+The program is the real one: pi05_tiny_cuda's plan, its cuda group (vision, prefix, denoise)
+with every pass and the lamp:: kernels (their CPU references), exported with torch.export as
+the cuda backend does, saved and loaded. What needs a GPU, the streams and the events of the
+capture, is not here (scripts/device/stage_streams_probe.py and the device builds run it);
+what is here: the rewrite keeps every output bit for bit, the schedule lets the expert start
+before the prefix ends (and would not without the rewrite), and the interpreter that runs the
+schedule computes what the program computes.
+"""
+
+import pytest
+import torch
+
+from lamp_ros.backends import stage_streams
+from lamp_ros.backends.group_module import group_module
+from lamp_ros.compiler.partition import assign, partition
+from lamp_ros.compiler.passes import run_passes
+from lamp_ros.compiler.passes.record import stage_modules
+from lamp_ros.compiler.spec import load_spec
+from lamp_ros.kernels.lowering import use_kernels
+from lamp_ros.policies.example import example_observation
+from lamp_ros.trace.from_spec import build_pipeline, trace_pipeline
+
+aten = torch.ops.aten
+
+
+@pytest.fixture(scope='module')
+def program(tmp_path_factory):
+    """(group, exported program of the cuda group loaded back from its archive, its inputs)."""
+    spec = load_spec('config/specs/pi05_tiny_cuda.yaml')
+    pipeline = build_pipeline(spec)
+    values = {}
+    graph = trace_pipeline(pipeline, example_observation(pipeline.policy.norm_stats),
+                           export=False, values_out=values)
+    (group,) = [g for g in partition(graph, spec, assign(graph, spec)) if g.backend == 'cuda']
+    assert group.nodes == ('vision', 'prefix', 'denoise') and group.side_stages == ('denoise',)
+    modules, _ = run_passes(stage_modules(graph, pipeline.policy), spec.passes)
+    use_kernels(modules)
+    module = group_module(graph, group, modules)
+    args = tuple(torch.as_tensor(values[name]) for name in group.inputs)
+    with torch.no_grad():
+        exported = torch.export.export(module, args, strict=False)
+    path = tmp_path_factory.mktemp('stage_streams') / 'program.pt2'
+    torch.export.save(exported, str(path))
+    return group, torch.export.load(str(path)), args
+
+
+def _run(module, args):
+    with torch.no_grad():
+        return module(*args)
+
+
+def _rewritten(program):
+    _, exported, _ = program
+    module = exported.module()
+    stacks = stage_streams.read_stacked_parts(module.graph)
+    module.graph.lint()
+    module.recompile()
+    return module, stacks
+
+
+def test_stacked_cache_is_read_from_its_parts_bit_for_bit(program):
+    _, exported, args = program
+    want = _run(exported.module(), args)
+    module, stacks = _rewritten(program)
+    assert stacks == 2  # the prefix's K and V caches
+    assert not [n for n in module.graph.nodes if n.target is aten.stack.default]
+    got = _run(module, args)
+    for a, b in zip(got, want):
+        assert torch.equal(a, b)
+    # a part that was not contiguous is copied once, where the prefix made it (capture
+    # stream), not once per expert layer and Euler step
+    copies = [n for n in module.graph.nodes if n.target is aten.clone.default
+              and n.kwargs.get('memory_format') is torch.contiguous_format]
+    assert copies and all(stage_streams.node_stage(n) == 'prefix' for n in copies)
+    assert len(copies) <= 2 * 2  # at most one per part: 2 layers x (K, V) in pi05_tiny
+
+
+def _ancestors(node) -> set:
+    seen, todo = set(), [node]
+    while todo:
+        for parent in todo.pop().all_input_nodes:
+            if parent.name not in seen:
+                seen.add(parent.name)
+                todo.append(parent)
+    return seen
+
+
+def _first_attention(module):
+    """The expert's first attention over the prefix cache (layer 0 of Euler step 1)."""
+    return next(n for n in module.graph.nodes if n.target is torch.ops.lamp.mqa_attention.default)
+
+
+def test_schedule_puts_the_expert_on_the_side_stream_and_lets_it_start_early(program):
+    module, _ = _rewritten(program)
+    plan = stage_streams.schedule(module.graph, ('denoise',))
+    ops = [n for n in module.graph.nodes if n.op == 'call_function']
+    for node in ops:
+        assert plan.stream_of[node.name] == (stage_streams.node_stage(node) == 'denoise'), node
+    # only the side stream waits (for the prefix's K/V, layer by layer), never the capture one
+    assert all(plan.stream_of[name] == 1 for name in plan.waits)
+    assert all(plan.stream_of[p] == 0 for w in plan.waits.values() for p in w)
+    assert 2 <= plan.summary()['cross_waits'] <= len(ops)
+    # the expert's first attention needs only part of the prefix: later layers run beside it
+    capture = [n.name for n in ops if plan.stream_of[n.name] == 0]
+    needed = _ancestors(_first_attention(module))
+    assert capture[-1] not in needed
+    assert sum(name not in needed for name in capture) >= 10
+    summary = plan.summary()
+    assert summary['side_ops'] + summary['capture_ops'] == len(ops)
+    assert summary['side_stages'] == ['denoise']
+
+
+def test_without_the_rewrite_the_expert_waits_for_the_whole_prefix(program):
+    """The stack joins every layer's K/V: the expert's first attention needs all of it."""
+    _, exported, _ = program
+    module = exported.module()
+    stacks = [n for n in module.graph.nodes if n.target is aten.stack.default]
+    needed = _ancestors(_first_attention(module))
+    assert len(stacks) == 2 and all(stack.name in needed for stack in stacks)
+    # and so every K/V the prefix makes, its last layer's included
+    assert all(part.name in needed for stack in stacks for part in stack.all_input_nodes)
+
+
+def test_waits_are_pruned_to_the_newest_producer(program):
+    """A wait for a later event on the capture stream covers every earlier one."""
+    module, _ = _rewritten(program)
+    plan = stage_streams.schedule(module.graph, ('denoise',))
+    position = {name: i for i, name in enumerate(
+        n.name for n in module.graph.nodes if plan.stream_of.get(n.name) == 0)}
+    waited = [position[p] for n in module.graph.nodes for p in plan.waits.get(n.name, ())]
+    assert waited == sorted(set(waited))  # strictly later each time
+    assert all(len(w) == 1 for w in plan.waits.values())
+    assert plan.signalled == {p for w in plan.waits.values() for p in w}
+
+
+def test_interpreter_of_the_schedule_computes_the_program(program):
+    _, exported, args = program
+    want = _run(exported.module(), args)
+    module, _ = _rewritten(program)
+    plan = stage_streams.schedule(module.graph, ('denoise',))
+    got = _run(stage_streams.StreamInterpreter(module, plan), args)
+    for a, b in zip(got, want):
+        assert torch.equal(a, b)
+
+
+def test_no_side_stage_no_side_operator(program):
+    module, _ = _rewritten(program)
+    plan = stage_streams.schedule(module.graph, ())
+    assert set(plan.stream_of.values()) == {0} and not plan.waits
+
+
+def test_interleaved_order_records_each_expert_layer_where_its_inputs_are(program):
+    _, exported, args = program
+    want = _run(exported.module(), args)
+    module, _ = _rewritten(program)
+    plan = stage_streams.schedule(module.graph, ('denoise',))
+    streams = lambda: [plan.stream_of[n.name] for n in module.graph.nodes  # noqa: E731
+                       if n.name in plan.stream_of]
+    before = streams()
+    stage_streams.interleave(module.graph, plan)
+    module.graph.lint()  # still topologically ordered
+    module.recompile()
+    after = streams()
+    assert sorted(before) == sorted(after) and after != before
+    ops = [n for n in module.graph.nodes if n.name in plan.stream_of]
+    by_stream = {s: [n.name for n in ops if plan.stream_of[n.name] == s] for s in (0, 1)}
+    assert by_stream == {s: [n for n in plan.stream_of if plan.stream_of[n] == s]
+                         for s in (0, 1)}  # each stream keeps its order
+    # the expert's first attention now comes before the prefix's last operator
+    position = {n.name: i for i, n in enumerate(module.graph.nodes)}
+    assert position[_first_attention(module).name] < position[by_stream[0][-1]]
+    # and the schedule of the reordered graph is the same schedule
+    again = stage_streams.schedule(module.graph, ('denoise',))
+    assert again.stream_of == plan.stream_of and again.waits == plan.waits
+    got = _run(stage_streams.StreamInterpreter(module, plan), args)
+    for a, b in zip(got, want):
+        assert torch.equal(a, b)
