@@ -122,7 +122,7 @@ class CudaGraphRunner:
     one stream (bench/results/stage_streams_probe_h200.json)."""
 
     def __init__(self, group, root: str, device: str, side_stages=None,
-                 side_priority: int = -1, interleaved: bool = False):
+                 side_priority: int = -1):
         torch = _torch_cuda()
         import lamp_ros.kernels.ops  # noqa: F401  (registers the lamp:: operators)
         from lamp_ros.backends import stage_streams
@@ -145,14 +145,11 @@ class CudaGraphRunner:
             stacks = stage_streams.read_stacked_parts(self.module.graph)
             self.module.recompile()
             plan = stage_streams.schedule(self.module.graph, side)
-            if interleaved:
-                stage_streams.interleave(self.module.graph, plan)
-                self.module.recompile()
             self.side_stream = torch.cuda.Stream(device, priority=side_priority)
             self.program = stage_streams.StreamInterpreter(self.module, plan,
                                                            (self.stream, self.side_stream))
             self.streams = {**plan.summary(), 'stacks_read_as_parts': stacks,
-                            'side_priority': side_priority, 'interleaved': interleaved}
+                            'side_priority': side_priority}
         self.inputs, self.outputs = tuple(group.inputs), tuple(group.outputs)
         specs = [meta['inputs'][name] for name in self.inputs]  # JSON key order is not ours
         self.static_in = [torch.zeros(s['shape'], dtype=getattr(torch, s['dtype']),

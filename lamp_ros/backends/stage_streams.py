@@ -119,36 +119,6 @@ def schedule(graph, side_stages) -> StreamSchedule:
     return plan
 
 
-def interleave(graph, plan: StreamSchedule) -> None:
-    """Reorder the graph so that each side operator comes right after the last of its inputs
-    (each stream keeps its own order). The capture records operators in the order the
-    interpreter meets them; stage by stage, the whole prefix was recorded before the expert's
-    first operator, interleaved each expert layer is recorded where its K/V are."""
-    from collections import deque
-    nodes = list(graph.nodes)
-    order = [n for n in nodes if n.op in ('placeholder', 'get_attr')]
-    done = set(order)
-    side = deque(n for n in nodes if plan.stream_of.get(n.name) == 1)
-
-    def take_ready_side():
-        while side and all(i in done for i in side[0].all_input_nodes):
-            node = side.popleft()
-            order.append(node)
-            done.add(node)
-
-    take_ready_side()
-    for node in nodes:
-        if node in done or plan.stream_of.get(node.name) == 1 or node.op == 'output':
-            continue
-        order.append(node)
-        done.add(node)
-        take_ready_side()
-    order.extend(side)  # what is left reads only what is already placed
-    order.extend(n for n in nodes if n.op == 'output')
-    for before, node in zip(order, order[1:]):
-        before.append(node)
-
-
 class StreamInterpreter:
     """Runs an FX GraphModule by a StreamSchedule: on `streams` (two torch.cuda.Streams, the
     first the current one) with events at cross-stream edges, or without streams (CPU)."""

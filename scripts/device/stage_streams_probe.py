@@ -1,22 +1,22 @@
 """Does a second stream for the action expert shorten the artifact's CUDA graph? Side by side.
 
 Usage: python3 scripts/device/stage_streams_probe.py ARTIFACT [--runs 40] [--rounds 5]
-           [--out DIR]
+           [--out DIR] [--forms one_stream,side_stream_high_priority]
        python3 scripts/device/stage_streams_probe.py --draw DIR
 
 Builds the artifact's cuda group three times in one process (backends/cuda.py's
-CudaGraphRunner): captured from one stream as today; with the `denoise` stage on a second
-stream (backends/stage_streams.py: its first Euler step can run next to the prefix, layer i as
-soon as the prefix's layer-i K/V exist); and the same with that stream at high priority. The
-three graphs are replayed in turns (`--rounds` rounds of `--runs` replays each, so drift of the
-shared machine hits all alike) on the same group inputs (a synthetic observation through the
-artifact's host stages). Prints and writes to --out: per form the median and p99 GPU time of a
-replay (CUDA events, as `lamp_ms`), whether its actions equal the one-stream graph's bit for
-bit, and the stream schedule (operators per stream, cross-stream waits); plus a Chrome /
-Perfetto trace of one replay of the one-stream and the high-priority two-stream form (kernels
-on their streams; moments where no kernel, copy or memset runs are listed), gzipped, and
-stage_streams_timeline.png drawn from them (`--draw DIR` draws it again from traces already
-written).
+CudaGraphRunner; `--forms` picks fewer): captured from one stream; with the `denoise` stage on
+a second stream at default priority (backends/stage_streams.py: its first Euler step can run
+next to the prefix, layer i as soon as the prefix's layer-i K/V exist); and at high priority,
+the runner's default for side stages. The graphs are replayed in turns (`--rounds` rounds of
+`--runs` replays each, so drift of the shared machine hits all alike) on the same group
+inputs (a synthetic observation through the artifact's host stages). Prints and writes to
+--out: per form the median and p99 GPU time of a replay (CUDA events, as `lamp_ms`), whether
+its actions equal the one-stream graph's bit for bit, and the stream schedule (operators per
+stream, cross-stream waits); plus a Chrome / Perfetto trace of one replay of the one-stream
+and the high-priority form (kernels on their streams; moments where no kernel, copy or memset
+runs are listed), gzipped, and stage_streams_timeline.png drawn from them (`--draw DIR` draws
+it again from traces already written).
 """
 
 import argparse
@@ -31,10 +31,9 @@ from lamp_ros.backends.cuda import CudaGraphRunner
 from lamp_ros.runtime import Runtime
 from lamp_ros.runtime.loop import synthetic_observation
 
-FORMS = (('one_stream', (), 0, False), ('side_stream', ('denoise',), 0, False),
-         ('side_stream_high_priority', ('denoise',), -1, False),
-         ('side_stream_interleaved', ('denoise',), -1, True))
-TRACED = ('one_stream', 'side_stream_high_priority', 'side_stream_interleaved')
+FORMS = (('one_stream', (), 0), ('side_stream', ('denoise',), 0),
+         ('side_stream_high_priority', ('denoise',), -1))
+TRACED = ('one_stream', 'side_stream_high_priority')
 
 
 def group_feeds(path: str):
@@ -141,11 +140,11 @@ def main() -> None:
     group, feeds = group_feeds(args.artifact)
     print(f'[group {group.name}: {", ".join(group.nodes)}]', flush=True)
     runners, times, report = {}, {}, {'artifact_group': group.name, 'forms': {}}
-    for name, side, priority, interleaved in FORMS:
+    for name, side, priority in FORMS:
         if args.forms and name not in args.forms.split(','):
             continue
         runners[name] = CudaGraphRunner(group, args.artifact, 'cuda:0', side_stages=side,
-                                        side_priority=priority, interleaved=interleaved)
+                                        side_priority=priority)
         times[name] = []
         report['forms'][name] = {'streams': runners[name].streams}
         print(f'[{name}] captured; schedule {runners[name].streams}', flush=True)

@@ -149,31 +149,3 @@ def test_no_side_stage_no_side_operator(program):
     module, _ = _rewritten(program)
     plan = stage_streams.schedule(module.graph, ())
     assert set(plan.stream_of.values()) == {0} and not plan.waits
-
-
-def test_interleaved_order_records_each_expert_layer_where_its_inputs_are(program):
-    _, exported, args = program
-    want = _run(exported.module(), args)
-    module, _ = _rewritten(program)
-    plan = stage_streams.schedule(module.graph, ('denoise',))
-    streams = lambda: [plan.stream_of[n.name] for n in module.graph.nodes  # noqa: E731
-                       if n.name in plan.stream_of]
-    before = streams()
-    stage_streams.interleave(module.graph, plan)
-    module.graph.lint()  # still topologically ordered
-    module.recompile()
-    after = streams()
-    assert sorted(before) == sorted(after) and after != before
-    ops = [n for n in module.graph.nodes if n.name in plan.stream_of]
-    by_stream = {s: [n.name for n in ops if plan.stream_of[n.name] == s] for s in (0, 1)}
-    assert by_stream == {s: [n for n in plan.stream_of if plan.stream_of[n] == s]
-                         for s in (0, 1)}  # each stream keeps its order
-    # the expert's first attention now comes before the prefix's last operator
-    position = {n.name: i for i, n in enumerate(module.graph.nodes)}
-    assert position[_first_attention(module).name] < position[by_stream[0][-1]]
-    # and the schedule of the reordered graph is the same schedule
-    again = stage_streams.schedule(module.graph, ('denoise',))
-    assert again.stream_of == plan.stream_of and again.waits == plan.waits
-    got = _run(stage_streams.StreamInterpreter(module, plan), args)
-    for a, b in zip(got, want):
-        assert torch.equal(a, b)
