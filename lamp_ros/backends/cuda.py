@@ -89,19 +89,12 @@ def compile(ctx) -> GroupBuild:
 
 def _stream_schedule(group, program) -> dict | None:
     """plan.json's view of the two-stream capture the runner will make of this program (the
-    same functions on a copy of its graph), or None with no side stages. A side stage with no
-    operator in the program is refused here rather than captured as an empty stream."""
+    same preparation on a copy of its graph), or None with no side stages; a side stage with no
+    operator in the program is refused at build rather than captured as an empty stream."""
     if not group.side_stages:
         return None
     from lamp_ros.backends import stage_streams
-    module = program.module()
-    stacks = stage_streams.read_stacked_parts(module.graph)
-    plan = stage_streams.schedule(module.graph, group.side_stages)
-    summary = plan.summary()
-    if not summary['side_ops']:
-        raise ValueError(f'{group.name}: side stages {list(group.side_stages)} have no '
-                         f'operator in the exported program')
-    return {**summary, 'stacks_read_as_parts': stacks}
+    return stage_streams.prepare(program.module(), group.side_stages).summary()
 
 
 def _host(value):
@@ -117,9 +110,9 @@ class CudaGraphRunner:
     `side_stages` (default: the plan's, from the spec's `fusion.side_stream`) are captured
     from a second stream (stage_streams.py), so the graph's edges are the program's data
     dependencies between them and the other stages; `side_priority` is that stream's CUDA
-    priority (lower is more urgent, 0 the default). High by default: on the H200 the expert's
-    first Euler step next to the prefix took 15.04 ms at -1 and 15.09 at 0, against 15.44 on
-    one stream (bench/results/stage_streams_probe_h200.json)."""
+    priority (lower is more urgent, 0 the default). High by default: on the H200 the graph
+    took 15.04 / 15.07 ms at -1 and 15.09 / 15.10 at 0, against 15.44 / 15.41 on one stream
+    (bench/results/h200_stage_streams/)."""
 
     def __init__(self, group, root: str, device: str, side_stages=None,
                  side_priority: int = -1):
@@ -142,14 +135,11 @@ class CudaGraphRunner:
             if unknown:
                 raise ValueError(f'side stages {unknown} are not stages of group '
                                  f'{group.name} ({", ".join(group.nodes)})')
-            stacks = stage_streams.read_stacked_parts(self.module.graph)
-            self.module.recompile()
-            plan = stage_streams.schedule(self.module.graph, side)
+            plan = stage_streams.prepare(self.module, side)
             self.side_stream = torch.cuda.Stream(device, priority=side_priority)
             self.program = stage_streams.StreamInterpreter(self.module, plan,
                                                            (self.stream, self.side_stream))
-            self.streams = {**plan.summary(), 'stacks_read_as_parts': stacks,
-                            'side_priority': side_priority}
+            self.streams = {**plan.summary(), 'side_priority': side_priority}
         self.inputs, self.outputs = tuple(group.inputs), tuple(group.outputs)
         specs = [meta['inputs'][name] for name in self.inputs]  # JSON key order is not ours
         self.static_in = [torch.zeros(s['shape'], dtype=getattr(torch, s['dtype']),

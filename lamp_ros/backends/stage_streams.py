@@ -16,10 +16,11 @@ Two things make that possible, both on the loaded program's FX graph (torch.fx o
   (the capture stream); for each operator, the producers on the other stream it must wait for,
   keeping only the newest per stream (a wait for a later event covers the earlier ones).
 
-`StreamInterpreter` runs the graph by that schedule (torch.fx's Interpreter, one operator at a
-time), on the CPU without streams (what the tests compare with the plain program). Side-stream
-tensors that another stream reads are marked with `record_stream`, so the caching allocator
-does not hand their memory out again before the reading stream is done with it.
+`prepare` does both on a loaded program (the compile side for plan.json, the run side for the
+capture). `StreamInterpreter` runs the graph by that schedule (torch.fx's Interpreter, one
+operator at a time), on the CPU without streams (what the tests compare with the plain
+program). A tensor one stream made and the other reads is marked with `record_stream`, so the
+caching allocator does not hand its memory out again before the reading stream is done.
 """
 
 from dataclasses import dataclass, field
@@ -84,13 +85,15 @@ class StreamSchedule:
     stream_of: dict = field(default_factory=dict)     # node name -> 0 (capture) or 1 (side)
     waits: dict = field(default_factory=dict)         # node name -> producer names to wait for
     signalled: set = field(default_factory=set)       # producers some wait names
+    stacks_read_as_parts: int = 0                     # read_stacked_parts' count (prepare)
 
     def summary(self) -> dict:
         """Plain figures for the plan and the bench: operators per stream, cross-stream waits."""
         on_side = sum(1 for s in self.stream_of.values() if s == 1)
         return {'side_stages': list(self.side_stages), 'side_ops': on_side,
                 'capture_ops': len(self.stream_of) - on_side,
-                'cross_waits': sum(len(w) for w in self.waits.values())}
+                'cross_waits': sum(len(w) for w in self.waits.values()),
+                'stacks_read_as_parts': self.stacks_read_as_parts}
 
 
 def schedule(graph, side_stages) -> StreamSchedule:
@@ -116,6 +119,18 @@ def schedule(graph, side_stages) -> StreamSchedule:
         plan.stream_of[node.name] = stream
         position[node.name] = counts[stream]
         counts[stream] += 1
+    return plan
+
+
+def prepare(module, side_stages) -> StreamSchedule:
+    """Rewrite a loaded program's GraphModule in place (stacked parts read directly) and
+    schedule it; a side stage with no operator in the program is refused."""
+    stacks = read_stacked_parts(module.graph)
+    module.recompile()
+    plan = schedule(module.graph, side_stages)
+    plan.stacks_read_as_parts = stacks
+    if not any(s == 1 for s in plan.stream_of.values()):
+        raise ValueError(f'side stages {list(side_stages)} have no operator in the program')
     return plan
 
 

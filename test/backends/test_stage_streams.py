@@ -149,3 +149,14 @@ def test_no_side_stage_no_side_operator(program):
     module, _ = _rewritten(program)
     plan = stage_streams.schedule(module.graph, ())
     assert set(plan.stream_of.values()) == {0} and not plan.waits
+
+
+def test_prepare_is_the_rewrite_and_the_schedule_and_refuses_an_empty_side(program):
+    _, exported, _ = program
+    plan = stage_streams.prepare(exported.module(), ('denoise',))
+    module, _ = _rewritten(program)
+    again = stage_streams.schedule(module.graph, ('denoise',))
+    assert plan.stream_of == again.stream_of and plan.waits == again.waits
+    assert plan.summary()['stacks_read_as_parts'] == 2
+    with pytest.raises(ValueError, match='no operator'):
+        stage_streams.prepare(exported.module(), ('tokenize',))
