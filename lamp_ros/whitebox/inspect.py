@@ -45,6 +45,12 @@ def profile_summary(profile: dict | None) -> dict | None:
             'top_ops': profile.get('top_ops', [])[:10]}
 
 
+def _members(group: dict) -> str:
+    """Member stages in order; those captured from a second stream say so."""
+    side = set(group.get('side_stages', ()))
+    return ', '.join(n + (' (side stream)' if n in side else '') for n in group['nodes'])
+
+
 def inspect_artifact(path: str) -> dict:
     """Plain data: identity, target, versions, ABI, groups, coverage, memory, parity, profile."""
     artifact = open_artifact(path, verify=False)
@@ -54,7 +60,8 @@ def inspect_artifact(path: str) -> dict:
     groups = [{'name': g.name, 'backend': g.backend, 'precision': g.precision,
                'device': g.device, 'phase': plan.phases[g.nodes[0]], 'nodes': list(g.nodes),
                'node_count': len(g.nodes), 'inputs': list(g.inputs),
-               'outputs': list(g.outputs), 'reason': g.reason}
+               'outputs': list(g.outputs), 'reason': g.reason,
+               'side_stages': list(g.side_stages)}
               for g in plan.groups]
     nodes = [{'id': n.id, 'op': n.op, 'kind': n.kind, 'group': group_of.get(n.id),
               'hash': hashes[n.id], 'ops': len(n.subgraph.ops) if n.subgraph else 0,
@@ -109,7 +116,7 @@ def print_inspect(report: dict, console: Console) -> None:
     console.print(_table('groups (execution order)',
                          ('group', 'backend', 'precision', 'device', 'phase', 'nodes', 'members'),
                          [(g['name'], g['backend'], g['precision'], g['device'], g['phase'],
-                           g['node_count'], ', '.join(g['nodes'])) for g in report['groups']]))
+                           g['node_count'], _members(g)) for g in report['groups']]))
     cov = report['coverage']
     console.print(_table(f'coverage: {cov["total_nodes"]} nodes, {cov["total_ops"]} ops',
                          ('backend', 'nodes', 'ops', 'ops %'),

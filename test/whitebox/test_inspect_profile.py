@@ -17,6 +17,7 @@ def test_inspect_json_has_the_contract_keys(tiny_artifact, capsys):
     ort = [g for g in report['groups'] if g['backend'] == 'onnxruntime']
     assert ort[0]['nodes'] == ['vision', 'prefix', 'denoise'] and ort[0]['node_count'] == 3
     assert ort[0]['precision'] == 'fp32' and ort[0]['device'] == 'cpu'
+    assert ort[0]['side_stages'] == []  # only cuda groups capture stages on a second stream
     summary = report['memory']['summary']
     assert summary['arena_bytes'] >= summary['lower_bound_bytes'] > 0
     assert report['parity']['passed'] and report['profile'] is None
@@ -78,3 +79,9 @@ def test_tensorrt_inspector_layers(tmp_path):
     assert layers['layer_count'] == 3
     assert layers['layers'][0] == {'layer_type': 'Reformat', 'count': 2, 'hint': 'memory-bound'}
     assert layers['layers'][1]['hint'] == 'compute-bound'
+
+
+def test_members_name_the_side_stream():
+    from lamp_ros.whitebox.inspect import _members
+    group = {'nodes': ['vision', 'prefix', 'denoise'], 'side_stages': ['denoise']}
+    assert _members(group) == 'vision, prefix, denoise (side stream)'
