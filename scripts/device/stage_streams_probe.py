@@ -37,7 +37,7 @@ TRACED = ('one_stream', 'side_stream_high_priority')
 
 
 def group_feeds(path: str):
-    """(artifact root, cuda group, its feeds) from one synthetic inference of the artifact."""
+    """(cuda group, its feeds) from one synthetic inference of the artifact."""
     runtime = Runtime.load(path, execution='sync')
     (group,) = [g for g in runtime.artifact.plan.groups if g.backend == 'cuda']
     captured = {}
@@ -69,7 +69,7 @@ def trace(runner, feeds, path: str) -> None:
 GPU_WORK = ('kernel', 'gpu_memset', 'gpu_memcpy')
 
 
-def kernel_rows(path: str) -> dict:
+def work_rows(path: str) -> dict:
     """{'capture': [(start us, duration us)], 'side': [...]} of a trace's kernels, copies and
     memsets: the graph replays the capture stream's work on the stream of its first kernel, the
     side stream's on others (CUDA may spread one captured stream over several)."""
@@ -106,7 +106,7 @@ def draw(folder: str) -> str:
     fig, axes = plt.subplots(len(forms), 1, figsize=(12, 1.6 + 1.3 * len(forms)), sharex=True,
                              squeeze=False)
     for ax, name in zip(axes[:, 0], forms):
-        rows = kernel_rows(os.path.join(folder, f'trace_{name}.json.gz'))
+        rows = work_rows(os.path.join(folder, f'trace_{name}.json.gz'))
         end = max(s + d for spans in rows.values() for s, d in spans)
         for y, (row, color) in enumerate((('capture', 'tab:blue'), ('side', 'tab:orange'))):
             ax.broken_barh([(s / 1e3, max(d, 1.0) / 1e3) for s, d in rows[row]], (y - 0.4, 0.8),
@@ -136,6 +136,8 @@ def main() -> None:
         return
     if not args.artifact:
         parser.error('give the artifact to time (or --draw DIR)')
+    if args.forms and 'one_stream' not in args.forms.split(','):
+        parser.error('--forms: one_stream is the reference the others are compared with')
     os.makedirs(args.out, exist_ok=True)
     group, feeds = group_feeds(args.artifact)
     print(f'[group {group.name}: {", ".join(group.nodes)}]', flush=True)
@@ -179,7 +181,7 @@ def main() -> None:
     for name in [n for n in TRACED if n in runners]:
         path = os.path.join(args.out, f'trace_{name}.json')
         trace(runners[name], feeds, path)
-        gaps = idle_gaps(kernel_rows(path + '.gz'))
+        gaps = idle_gaps(work_rows(path + '.gz'))
         report['forms'][name]['profiled_idle_gaps_us'] = gaps
         print(f'{name}: idle >= 20 us in the profiled replay at {gaps}', flush=True)
     with open(os.path.join(args.out, 'stage_streams_probe.json'), 'w') as f:

@@ -11,7 +11,7 @@ RESULTS = os.path.join(ROOT, 'bench', 'results', 'h200_stage_streams')
 
 
 def _rows(form):
-    return probe.kernel_rows(os.path.join(RESULTS, f'trace_{form}.json.gz'))
+    return probe.work_rows(os.path.join(RESULTS, f'trace_{form}.json.gz'))
 
 
 def test_one_stream_replay_has_no_side_work_and_no_idle_moment():
