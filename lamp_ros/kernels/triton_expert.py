@@ -41,7 +41,7 @@ def _expert_gemm_kernel(x_ptr, w_ptr, w2_ptr, y_ptr, mod_ptr, bias_ptr, bias2_pt
                         NORM: tl.constexpr, GEGLU: tl.constexpr, RESIDUAL: tl.constexpr,
                         GATED: tl.constexpr, SPLITS: tl.constexpr, SWAP: tl.constexpr,
                         PRECISION: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
-                        BK: tl.constexpr, PDL: tl.constexpr = 0, GLU_INPUT: tl.constexpr = 0):
+                        BK: tl.constexpr, PDL: tl.constexpr = 0):
     _grid_dependency(PDL, 1)
     pid_n = tl.program_id(0)
     pid_m = tl.program_id(1)
@@ -63,12 +63,7 @@ def _expert_gemm_kernel(x_ptr, w_ptr, w2_ptr, y_ptr, mod_ptr, bias_ptr, bias2_pt
         acc2 = tl.zeros((BM, BN), dtype=tl.float32)
     sumsq = tl.zeros((BM,), dtype=tl.float32)
     for k0 in range(k_start, k_start + k_per_split, BK):
-        if GLU_INPUT:  # x is [gate | up] (2K wide): the GeGLU in the prologue, as lamp::geglu
-            g = tl.load(x_ptrs, mask=row_ok[:, None], other=0.0).to(tl.float32)
-            u = tl.load(x_ptrs + K, mask=row_ok[:, None], other=0.0).to(tl.float32)
-            x = (_gelu_tanh(g) * u).to(w_ptr.dtype.element_ty)
-        else:
-            x = tl.load(x_ptrs, mask=row_ok[:, None], other=0.0)
+        x = tl.load(x_ptrs, mask=row_ok[:, None], other=0.0)
         if NORM:
             xf = x.to(tl.float32)
             sumsq += tl.sum(xf * xf, axis=1)
@@ -145,7 +140,7 @@ def _expert_gemm_kernel(x_ptr, w_ptr, w2_ptr, y_ptr, mod_ptr, bias_ptr, bias2_pt
 
 
 def expert_gemm(x, weight, tiles, *, counters=None, weight2=None, mod=None, bias=None,
-                bias2=None, residual=None, gate=None, eps=0.0, glu_input=False):
+                bias2=None, residual=None, gate=None, eps=0.0):
     """One launch of `_expert_gemm_kernel` over x (..., K) -> (..., N); see the module doc.
 
     tiles = (block_m, block_n, block_k, warps, stages, splits, swap): block_m rows of x by
@@ -156,21 +151,12 @@ def expert_gemm(x, weight, tiles, *, counters=None, weight2=None, mod=None, bias
     then costs fewer re-reads of x per weight byte than 16-32 columns of W with x as M. (On the
     H200 this helped the norm-fused parts by 13-20% and lost every part to cuBLAS or the
     unswapped tilings: the tuner decides.) An optional eighth value turns on programmatic
-    dependent launch (triton_kernels.grid_dependency: 1 or 2; 0 or absent: off).
-
-    glu_input: x is the gate/up GEMM's raw output [gate | up] (..., 2K) and the GEMM reads
-    gelu_tanh(gate) * up, made in its prologue and rounded to x's dtype as lamp::geglu rounds
-    it, so the MLP's hidden layer is never written (one kernel and one round trip fewer)."""
+    dependent launch (triton_kernels.grid_dependency: 1 or 2; 0 or absent: off)."""
     block_m, block_n, block_k, warps, stages, splits, swap = tiles[:7]
     pdl = tiles[7] if len(tiles) > 7 else 0
     a, w = _rows(x), _rows(weight)
     m, k = a.shape
     n = w.shape[0]
-    if glu_input:
-        if k != 2 * w.shape[1] or mod is not None or weight2 is not None:
-            raise ValueError(f'expert_gemm: a GeGLU input is [gate | up], {2 * w.shape[1]} '
-                             f'wide for this weight, not {k}, and takes no norm or 2nd weight')
-        k = w.shape[1]
     if k % (block_k * splits):
         raise ValueError(f'expert_gemm: K={k} is not a multiple of {splits} splits of '
                          f'{block_k}')
@@ -198,7 +184,7 @@ def expert_gemm(x, weight, tiles, *, counters=None, weight2=None, mod=None, bias
         w2.stride(0), out.stride(0), res.stride(0), eps, NORM=mod is not None,
         GEGLU=weight2 is not None, RESIDUAL=residual is not None, GATED=gate is not None,
         SPLITS=splits, SWAP=bool(swap), PRECISION=_precision(x.dtype), BM=block_m,
-        BN=block_n, BK=block_k, PDL=pdl, GLU_INPUT=int(glu_input),
+        BN=block_n, BK=block_k, PDL=pdl,
         num_warps=warps, num_stages=stages, **_pdl_launch(pdl))
     return out.view(*x.shape[:-1], n)
 

@@ -6,7 +6,7 @@ inference does.
 
     python3 scripts/device/expert_chain.py [--gemms] [--out FILE.json]
     python3 scripts/device/expert_chain.py --once     (3 plain steps, no graph: for ncu)
-    python3 scripts/device/expert_chain.py --forms chosen --glu --no-attention
+    python3 scripts/device/expert_chain.py --forms chosen --no-attention
 
 Forms: 'fused' (every part on a lamp kernel), 'swapped' (the same with swapped GEMM tiles) and
 'chosen' (qkv and gate_up in their library form: rms_norm + cuBLAS [+ geglu], o and down fused,
@@ -83,53 +83,18 @@ def gemm_part(part, L, inp, x, tiles, counters, pdl=0):
                           gate=L['gate_o'])
 
 
-def step(layers, x, rotation, mask, counters, form: str, down_tiles=None):
-    """One Euler step in `form`; 'chosen glu' is 'chosen' with the GeGLU in the down GEMM's
-    prologue (gate_up = rms_norm + cuBLAS only), its down tiled by `down_tiles`."""
+def step(layers, x, rotation, mask, counters, form: str):
     base, _, pdl = form.partition(' pdl')
     pdl = int(pdl or 0)
-    glu = base == 'chosen glu'
-    chosen = {**GEMM['fused'], 'qkv': [], 'gate_up': []}
-    tiles = chosen if base in ('chosen', 'chosen glu') else GEMM[base]
+    tiles = {**GEMM['fused'], 'qkv': [], 'gate_up': []} if base == 'chosen' else GEMM[base]
     for L in layers:
         qkv = gemm_part('qkv', L, x, x, tiles['qkv'], counters, pdl)
         a = te.mqa_attention(qkv, L['kp'], L['vp'], *rotation, mask, HEADS, D ** -0.5,
                              [*ATTENTION, pdl])
         x = gemm_part('o', L, a, x, tiles['o'], counters, pdl)
-        if glu:
-            gu = F.linear(tk.rms_norm(x, L['scale'], L['shift'], 1e-6), L['gate_up'])
-            x = te.expert_gemm(gu, L['down'], down_tiles or tiles['down'], counters=counters,
-                               residual=x, gate=L['gate_o'], glu_input=True)
-            continue
         h = gemm_part('gate_up', L, x, x, tiles['gate_up'], counters, pdl)
         x = gemm_part('down', L, h, x, tiles['down'], counters, pdl)
     return x
-
-
-# down's tilings tried with the GeGLU in its prologue (its x loads double, its K loop gains
-# the GELU): the build's down choice first, then more K splits and other column blocks
-GLU_DOWN = [[64, 32, 128, 4, 4, 4, 0], [64, 32, 128, 4, 4, 8, 0], [64, 32, 64, 4, 4, 8, 0],
-            [64, 64, 128, 4, 4, 4, 0], [64, 64, 128, 4, 4, 8, 0], [64, 16, 128, 4, 4, 4, 0],
-            [64, 32, 128, 8, 4, 4, 0], [64, 32, 128, 4, 3, 4, 0]]
-
-
-def glu_down(layers, x, rotation, mask, counters, chosen_out) -> dict:
-    """'chosen glu' with each GLU_DOWN tiling, interleaved with 'chosen' in rounds (shared
-    machine: a slow moment hits both); step output compared with 'chosen' bit for bit."""
-    out = {}
-    for tiles in GLU_DOWN:
-        row = {'chosen_us': [], 'glu_us': []}
-        for _ in range(3):
-            ms, _ = time_graph(lambda: step(layers, x, rotation, mask, counters, 'chosen'))
-            row['chosen_us'].append(1e3 * ms / LAYERS)
-            ms, got = time_graph(lambda: step(layers, x, rotation, mask, counters,
-                                              'chosen glu', tiles))
-            row['glu_us'].append(1e3 * ms / LAYERS)
-        row['equal_to_chosen'] = bool(torch.equal(got, chosen_out))
-        row['max_abs_diff'] = float((got.float() - chosen_out.float()).abs().max())
-        out[str(tiles)] = row
-        print('glu down', tiles, json.dumps(row), flush=True)
-    return out
 
 
 def kernel_resources() -> dict:
@@ -255,8 +220,6 @@ def main():
                         help='also time each GEMM part alone in every swapped tiling')
     parser.add_argument('--forms', default='fused,swapped,chosen,chosen pdl1,chosen pdl2',
                         help='comma-separated forms to time (chosen is always timed)')
-    parser.add_argument('--glu', action='store_true',
-                        help="time 'chosen glu' (GeGLU in down's prologue) per GLU_DOWN tiling")
     parser.add_argument('--no-attention', action='store_true',
                         help='skip the attention section')
     parser.add_argument('--once', action='store_true',
@@ -299,10 +262,6 @@ def main():
     report['counters_left'] = int(counters.abs().sum())
     report['kernel_resources'] = kernel_resources()
     save(report, args.out)
-    if args.glu:
-        report['glu_down'] = glu_down(layers, x, rotation, mask, counters, outputs['chosen'])
-        report['counters_left_after_glu'] = int(counters.abs().sum())
-        save(report, args.out)
     if args.gemms:
         report['gemms'] = check_gemms(layers[0], x, counters)
         save(report, args.out)

@@ -112,26 +112,6 @@ def test_expert_gemms_match_the_reference(splits, swap):
                                cases[2][1], atol=3e-5, rtol=0)
 
 
-@pytest.mark.parametrize('splits', [1, 4])
-def test_expert_gemm_with_the_geglu_in_its_prologue(splits):
-    """down reading the gate/up GEMM's raw [gate | up]: the same numbers as lamp::geglu then the
-    gated GEMM (the hidden layer rounded to the input dtype in both); a wrong width is refused."""
-    torch.manual_seed(0)
-    gate_up = torch.randn(1, 50, 2 * 128)
-    w, residual, gate = torch.randn(96, 128) / 8, torch.randn(1, 50, 96), torch.randn(96)
-    counters = torch.zeros(32, dtype=torch.int32)
-    tiles = [64, 32, 32, 4, 2, splits, 0]
-    got = triton_expert.expert_gemm(gate_up, w, tiles, counters=counters, residual=residual,
-                                    gate=gate, glu_input=True)
-    hidden = ops.geglu_reference(*gate_up.chunk(2, -1))
-    torch.testing.assert_close(got, ops.gated_linear_reference(hidden, w, residual, gate),
-                               atol=3e-5, rtol=0)
-    assert not counters.any()
-    with pytest.raises(ValueError, match=r'\[gate \| up\], 256 wide'):
-        triton_expert.expert_gemm(gate_up[..., :128], w, tiles, counters=counters,
-                                  residual=residual, glu_input=True)
-
-
 @pytest.mark.parametrize('tiles, n', [([16, 16, 16, 4, 1], 7), ([32, 16, 32, 4, 2], 7),
                                       ([16, 16, 64, 4, 1], 7),
                                       ([16, 16, 16, 4, 1, 0], 7),  # sixth: dependent launch off
