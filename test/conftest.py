@@ -1,12 +1,43 @@
 """Session fixtures shared across the suite: one compiled pi05_tiny artifact (30 s on 2 cores)."""
 
+import fcntl
 import os
+import tempfile
 
 import pytest
 
-# Keep ROS traffic of the tests on this machine and away from other runs.
+DOMAINS = range(20, 100)  # inside ROS 2's recommended 0-101, clear of the default 0
+
+
+def claim_ros_domain() -> tuple[int, object]:
+    """A ROS domain no other test session on this machine holds: an exclusive lock on one file
+    per domain, kept (the open file) for the whole session and released by the OS when the
+    process ends, however it ends. A domain from the pid alone (the old way) put two concurrent
+    sessions on one domain 1 time in 80, and their nodes then saw each other's topics."""
+    folder = os.path.join(tempfile.gettempdir(), 'lamp_ros_test_domains')
+    os.makedirs(folder, exist_ok=True)
+    start = os.getpid() % len(DOMAINS)
+    for i in range(len(DOMAINS)):
+        domain = DOMAINS[(start + i) % len(DOMAINS)]
+        try:
+            lock = open(os.path.join(folder, f'{domain}.lock'), 'a')  # held: no `with`
+        except OSError:  # e.g. a lock file another user made
+            continue
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            lock.close()
+            continue
+        return domain, lock
+    raise RuntimeError(f'every ROS domain in {DOMAINS} is held by another test session')
+
+
+# Keep ROS traffic of the tests on this machine and away from other runs. Child processes (the
+# node under test, the harness) inherit the domain through the environment.
 os.environ.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')
-os.environ.setdefault('ROS_DOMAIN_ID', str(20 + os.getpid() % 80))
+if 'ROS_DOMAIN_ID' not in os.environ:
+    _DOMAIN, _DOMAIN_LOCK = claim_ros_domain()
+    os.environ['ROS_DOMAIN_ID'] = str(_DOMAIN)
 
 TINY_SPEC = 'config/specs/pi05_tiny.yaml'
 

@@ -15,3 +15,24 @@ def test_transition_without_its_reply_is_settled_by_the_state(tiny_artifact, mak
     finally:
         log = h.stop()
     assert 'Traceback' not in log, log
+
+
+def test_each_test_session_holds_a_ros_domain_of_its_own():
+    """conftest.claim_ros_domain: a domain held (here, by this session) is not handed out again
+    until its holder lets go; the session's own domain is the one in the environment."""
+    import os
+
+    import conftest
+    first, first_lock = conftest.claim_ros_domain()
+    second, second_lock = conftest.claim_ros_domain()
+    try:
+        assert first != second
+        if hasattr(conftest, '_DOMAIN'):  # claimed at start-up, not set from outside
+            assert conftest._DOMAIN == int(os.environ['ROS_DOMAIN_ID'])
+            assert conftest._DOMAIN not in (first, second)
+    finally:
+        second_lock.close()
+    first_lock.close()
+    again, again_lock = conftest.claim_ros_domain()
+    again_lock.close()
+    assert again in (first, second)  # let go, the same ids are free again
