@@ -31,8 +31,8 @@ def test_each_test_session_holds_a_ros_domain_of_its_own():
             assert conftest._DOMAIN == int(os.environ['ROS_DOMAIN_ID'])
             assert conftest._DOMAIN not in (first, second)
     finally:
+        first_lock.close()
         second_lock.close()
-    first_lock.close()
     again, again_lock = conftest.claim_ros_domain()
     again_lock.close()
     assert again in (first, second)  # let go, the same ids are free again
