@@ -30,6 +30,7 @@ in the report, every block's timeline as a Chrome / Perfetto trace beside it), a
 A watchdog form of each (every spin gives up after 2 s and records where) runs first.
 
     PYTHONPATH=$PWD timeout 300 python3 scripts/device/mlp_chain_probe.py [--out FILE.json]
+    MLP_CHAIN_FORMS=16,21,22 MLP_CHAIN_TIMELINES=0,6 ...   (only those forms and timelines)
 
 First run on the H200 on 2026-12-01: bench/results/mlp_chain_probe_h200.json and .png.
 """
@@ -55,6 +56,8 @@ NT_B = WIDTH // 64  # phase B column tiles
 BLOCKS = MLP // 32  # = NT_B * SPLITS = 128
 TILES_PER_LAYER = KA + KB
 EPS = 1e-6
+A_PER_SLICE = KB * 64 // 32  # phase A blocks (32 H columns each) whose H one phase B slice reads
+FLAG_STRIDE = 32  # ints between the flags forms' counters: one 128-byte line each
 assert BLOCKS == NT_B * SPLITS
 
 PRELUDE = r'''
@@ -92,6 +95,14 @@ SOURCE = '\n'.join((PRELUDE, HELPERS, BF16_BITS, GRID_SYNC, LOAD_CG, LAST_TO_ARR
 // for), 3 no MMAs (the tiles still arrive and are waited for)
 #define DIAG __DIAG__
 #define ACC __ACC__  // accumulator sets (divides TPS: set j % ACC of a step's tile j)
+// 1: counters in place of the grid barriers between phases: phase B's block of K slice s waits
+// only for the A_PER_SLICE phase A blocks that wrote that slice's H (a counter per slice), and
+// phase A waits for all phase B blocks on one counter that only grows (no reset, no generation
+// word: the waiters see the last arrival itself); the last layer ends on the grid barrier,
+// after which block 0 zeroes the counters for the next launch
+#define FLAGS __FLAGS__
+#define A_PER_SLICE __A_PER_SLICE__
+#define FLAG(i) (count + __FLAG_STRIDE__ * (1 + (i)))  // i < SPLITS: slice i; SPLITS: phase B
 
 #define ARRIVE(mbar) asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" \
                                  :: "r"(smem_addr(&(mbar))) : "memory")
@@ -236,6 +247,27 @@ __device__ void tile_wait(int* counter, int target, unsigned* diag, int l) {
         while (*(volatile int*)counter < target && !gave_up(diag, start, 4u, l, 1, 0)) { }
 #else
         while (*(volatile int*)counter < target) { }
+#endif
+        asm volatile("fence.acq_rel.gpu;" ::: "memory");
+    }
+    __syncthreads();
+}
+#endif
+
+#if FLAGS
+// the block counts in at `mine` (its stores ordered before by one thread, after the CTA
+// barrier), then waits until `theirs` reaches `target` and acquires what was counted there
+__device__ void signal_then_wait(int* mine, int* theirs, int target, unsigned* diag, int l,
+                                 int phase) {
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        asm volatile("fence.acq_rel.gpu;" ::: "memory");
+        atomicAdd(mine, 1);
+#if WATCHDOG & 2
+        const unsigned long long start = now_ns();
+        while (*(volatile int*)theirs < target && !gave_up(diag, start, 6u, l, phase, 0)) { }
+#else
+        while (*(volatile int*)theirs < target) { }
 #endif
         asm volatile("fence.acq_rel.gpu;" ::: "memory");
     }
@@ -437,11 +469,25 @@ mlp_chain(const unsigned char* __restrict__ W, unsigned char* xs0, unsigned char
             // this phase's stores are read by the next one's bulk copies (the async proxy)
             STAMP(2);
             asm volatile("fence.proxy.async.global;" ::: "memory");
+#if FLAGS
+            if (phase == 0)  // this block's H columns are in slice b / A_PER_SLICE
+                signal_then_wait(FLAG(b / A_PER_SLICE), FLAG(s), A_PER_SLICE * (l + 1), diag,
+                                 l, phase);
+            else if (l < layers - 1)
+                signal_then_wait(FLAG(SPLITS), FLAG(SPLITS), gridDim.x * (l + 1), diag, l,
+                                 phase);
+            else
+                GRID_SYNC_HERE();
+#else
             GRID_SYNC_HERE();
+#endif
         }
     }
 #if SPREAD
     if (b == 0 && tid < NT_B) count[tid] = 0;  // everyone is past its last tile_wait
+#endif
+#if FLAGS
+    if (b == 0 && tid <= SPLITS) *FLAG(tid) = 0;  // everyone is past its last counter wait
 #endif
 }
 '''
@@ -461,6 +507,7 @@ class Form:
     diagnostic: int = 0  # DIAGNOSTICS: time only, the numbers wrong by design
     ws: bool = False  # warp-specialized: a producer warp refills the ring (160 threads)
     acc: int = 1  # accumulator sets the k-tiles alternate between (independent wgmma chains)
+    flags: bool = False  # counters in place of the grid barriers (per K slice after phase A)
 
     @property
     def threads(self) -> int:
@@ -478,6 +525,7 @@ class Form:
                          + [f'{self.tps} tile{"s" * (self.tps > 1)} a step']
                          + ['producer warp'] * self.ws
                          + [f'{self.acc} accumulator sets'] * (self.acc > 1)
+                         + ['counters for barriers'] * self.flags
                          + [DIAGNOSTICS.get(self.diagnostic, '')] * bool(self.diagnostic))
 
 
@@ -491,9 +539,19 @@ FORMS = (Form(spread=False), Form(), Form(ring=4), Form(prefetch=1), Form(tps=2)
          Form(tps=2, diagnostic=1), Form(tps=2, diagnostic=2), Form(tps=2, diagnostic=3),
          Form(ws=True), Form(ws=True, tps=2), Form(ring=12, ws=True, tps=2),
          Form(tps=2, acc=2), Form(tps=4, acc=2), Form(tps=4, acc=4), Form(ws=True, tps=2, acc=2),
-         Form(ring=12, ws=True, tps=4, acc=4))
+         Form(ring=12, ws=True, tps=4, acc=4), Form(tps=2, flags=True),
+         Form(tps=2, acc=2, flags=True))
 TIMELINES = (Form(tps=2), Form(tps=2, diagnostic=1), Form(tps=2, diagnostic=2),
-             Form(tps=2, diagnostic=3), Form(ws=True, tps=2), Form(prefetch=2, tps=2))
+             Form(tps=2, diagnostic=3), Form(ws=True, tps=2), Form(prefetch=2, tps=2),
+             Form(tps=2, flags=True))
+
+
+def chosen(forms: tuple, variable: str) -> list:
+    """(index, form) of `forms` named by the environment variable (comma-separated indices,
+    e.g. MLP_CHAIN_FORMS=16,22: a short device call), or all of them."""
+    picked = os.environ.get(variable, '')
+    indices = [int(i) for i in picked.split(',') if i.strip()] if picked else range(len(forms))
+    return [(i, forms[i]) for i in indices]
 
 
 def grid_sync_watched() -> str:
@@ -519,7 +577,8 @@ def source(form: Form, watchdog: int = 0, stamps: bool = False) -> str:
               'WIDTH': WIDTH, 'ROWS': ROWS, 'EPS': f'{EPS:.1e}f', 'WATCHDOG': watchdog,
               'STAMPS': int(stamps), 'SPREAD': int(form.spread), 'PREFETCH': form.prefetch,
               'TPS': form.tps, 'DIAG': form.diagnostic, 'WS': int(form.ws),
-              'ACC': form.acc, 'GRID_SYNC_WATCHED': grid_sync_watched(),
+              'ACC': form.acc, 'FLAGS': int(form.flags), 'A_PER_SLICE': A_PER_SLICE,
+              'FLAG_STRIDE': FLAG_STRIDE, 'GRID_SYNC_WATCHED': grid_sync_watched(),
               'MMA_TILE': mma_tile_source(64)}
     text = SOURCE
     for key, value in values.items():
@@ -634,7 +693,7 @@ def torch_ops_section(state: dict) -> dict:
 
 
 WAITS = {1: 'weight tile', 2: 'activation tile', 3: 'grid barrier', 4: 'tile counter',
-         5: 'producer: empty slot'}
+         5: 'producer: empty slot', 6: 'phase counter'}
 
 
 class Chain:
@@ -652,7 +711,8 @@ class Chain:
         self.ssq = inputs['ssq'].clone()
         self.h = torch.zeros(PAD * MLP * 2, dtype=torch.uint8, device='cuda')
         self.part = torch.zeros(SPLITS * NT_B * 64 * 64, device='cuda')
-        self.count = torch.zeros(NT_B, dtype=torch.int32, device='cuda')
+        # the split-K tile counters, then (flags forms) one line per K slice and one for phase B
+        self.count = torch.zeros(FLAG_STRIDE * (SPLITS + 2), dtype=torch.int32, device='cuda')
         self.bar = torch.zeros(64, dtype=torch.int32, device='cuda')
         self.diag = torch.zeros(32 + 4 * BLOCKS, dtype=torch.int32, device='cuda')
         self.stamps = torch.zeros(BLOCKS * LAYERS * (2 * 3 + TILES_PER_LAYER), dtype=torch.int64,
@@ -733,7 +793,7 @@ def watchdog_section(state: dict) -> dict:
     """Every timed form with the watchdog on, 1 layer then all: where it stalls, if it does,
     or its error. The timed sections run only when none stalled."""
     out = {}
-    for form in FORMS:
+    for _, form in chosen(FORMS, 'MLP_CHAIN_FORMS'):
         chain = Chain(state, form, watchdog=WATCH_ALL)
         for layers in (1, LAYERS):
             got = chain.launch(layers)
@@ -853,11 +913,11 @@ def main():
                 ('torch ops, one CUDA graph', lambda: torch_ops_section(state)),
                 ('watchdog', lambda: watchdog_section(state))]
     sections += [(f'mlp_chain {form.name}', lambda form=form: chain_section(state, form))
-                 for form in FORMS]
+                 for _, form in chosen(FORMS, 'MLP_CHAIN_FORMS')]
     trace_dir = os.environ.get('OUT', '.')  # the device call's results folder, where there is one
     sections += [(f'timeline {form.name}', lambda form=form, i=i: timeline_section(
         state, form, os.path.join(trace_dir, f'mlp_chain_timeline_{i}.json')))
-        for i, form in enumerate(TIMELINES)]
+        for i, form in chosen(TIMELINES, 'MLP_CHAIN_TIMELINES')]
     report = run_sections(__doc__.splitlines()[0], 'mlp_chain_probe.json', sections)
     print(json.dumps(report, indent=1))
     try:  # the device image may lack matplotlib: the picture is then drawn from the JSON later

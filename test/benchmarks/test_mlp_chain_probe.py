@@ -118,6 +118,27 @@ def test_a_form_whose_ring_cannot_hold_two_steps_is_refused():
     assert '#define TPS 2' in probe.source(probe.Form(tps=2))
 
 
+def test_the_counters_forms_wait_for_exactly_the_blocks_that_wrote_their_slice():
+    """Phase A block b writes H columns 32 b.. (its tile (32 b) // 64 in the packed buffer) and
+    counts in at slice b // A_PER_SLICE; phase B's block of K slice s copies H tiles s KB..
+    s KB + KB - 1 after A_PER_SLICE arrivals there. Those must be the same blocks."""
+    for s in range(probe.SPLITS):
+        writers = {b for b in range(probe.BLOCKS) if (32 * b) // 64 // probe.KB == s}
+        counted = {b for b in range(probe.BLOCKS) if b // probe.A_PER_SLICE == s}
+        assert writers == counted and len(writers) == probe.A_PER_SLICE
+    source = probe.source(probe.Form(tps=2, flags=True))
+    assert '#define FLAGS 1' in source and f'#define A_PER_SLICE {probe.A_PER_SLICE}' in source
+    assert '#define FLAGS 0' in probe.source(probe.Form(tps=2))
+
+
+def test_a_short_device_call_picks_its_forms_by_index(monkeypatch):
+    monkeypatch.setenv('MLP_CHAIN_FORMS', '16, 21')
+    picked = probe.chosen(probe.FORMS, 'MLP_CHAIN_FORMS')
+    assert picked == [(16, probe.FORMS[16]), (21, probe.FORMS[21])]
+    monkeypatch.delenv('MLP_CHAIN_FORMS')
+    assert len(probe.chosen(probe.FORMS, 'MLP_CHAIN_FORMS')) == len(probe.FORMS)
+
+
 def test_the_cooperative_launcher_refuses_arguments_it_cannot_pass_before_any_launch():
     with pytest.raises(TypeError, match='float'):
         ptx.launch_cooperative(None, (1, 1, 1), (1, 1, 1), [1.5])
