@@ -172,8 +172,11 @@ def test_the_timeline_splits_a_layer_into_its_steps_and_traces_every_block():
         {f'block {b}' for b in range(probe.BLOCKS)}
 
 
-def test_the_committed_h200_report_is_drawn(tmp_path):
-    with open(os.path.join(ROOT, 'bench', 'results', 'mlp_chain_probe_h200.json')) as f:
+@pytest.mark.parametrize('report_file', [
+    'mlp_chain_probe_h200.json',
+    'h200_mlp_chain_counters/mlp_chain_probe_counters_h200_run2.json'])
+def test_the_committed_h200_report_is_drawn(tmp_path, report_file):
+    with open(os.path.join(ROOT, 'bench', 'results', report_file)) as f:
         report = json.load(f)
     path = tmp_path / 'mlp_chain.png'
     probe.write_png(report, str(path))
