@@ -146,11 +146,52 @@ def unpack_tiles(data, rows: int, k: int):
     return t.permute(0, 2, 4, 1, 3, 5).reshape(rows, k)
 
 
-def launch_cooperative(kernel, grid: tuple, block: tuple, args: list, shared_mem: int = 0):
+class _LaunchAttributeValue(ctypes.Union):
+    """CUlaunchAttributeValue (cuda.h): a 64-byte union, 8-byte aligned (it holds pointers)."""
+    _fields_ = [('pad', ctypes.c_char * 64), ('aligned', ctypes.c_void_p),
+                ('cooperative', ctypes.c_int), ('cluster_dim', ctypes.c_uint * 3)]
+
+
+class _LaunchAttribute(ctypes.Structure):
+    """CUlaunchAttribute: the attribute's id, padding to 8 bytes, its value."""
+    _fields_ = [('id', ctypes.c_int), ('pad', ctypes.c_char * 4),
+                ('value', _LaunchAttributeValue)]
+
+
+class _LaunchConfig(ctypes.Structure):
+    """CUlaunchConfig: grid and block sizes, dynamic shared memory, stream, attributes."""
+    _fields_ = [('grid', ctypes.c_uint * 3), ('block', ctypes.c_uint * 3),
+                ('shared_mem', ctypes.c_uint), ('stream', ctypes.c_void_p),
+                ('attrs', ctypes.POINTER(_LaunchAttribute)), ('num_attrs', ctypes.c_uint)]
+
+
+LAUNCH_ATTRIBUTE_COOPERATIVE, LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION = 2, 4  # CUlaunchAttributeID
+
+
+def launch_config(grid: tuple, block: tuple, shared_mem: int, stream, cluster: int):
+    """The CUlaunchConfig of a cooperative launch in clusters of `cluster` blocks along x, and
+    the attribute array it points to (keep both alive until the launch returns)."""
+    attrs = (_LaunchAttribute * 2)()
+    attrs[0].id = LAUNCH_ATTRIBUTE_COOPERATIVE
+    attrs[0].value.cooperative = 1
+    attrs[1].id = LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+    attrs[1].value.cluster_dim[:] = [cluster, 1, 1]
+    config = _LaunchConfig((ctypes.c_uint * 3)(*grid), (ctypes.c_uint * 3)(*block), shared_mem,
+                           stream, attrs, 2)
+    return config, attrs
+
+
+def launch_cooperative(kernel, grid: tuple, block: tuple, args: list, shared_mem: int = 0,
+                       cluster: int = 1):
     """Launch a `torch.cuda._compile_kernel` kernel on the current stream as a cooperative
     grid (cuLaunchCooperativeKernel): the driver guarantees every block resident at once, or
     refuses the launch with an error. A kernel with a grid-wide barrier needs that guarantee: a
-    plain launch that leaves one block waiting for an SM hangs the barrier's other blocks."""
+    plain launch that leaves one block waiting for an SM hangs the barrier's other blocks.
+    cluster > 1: the blocks go in thread-block clusters of that many along x (cuLaunchKernelEx
+    with the cooperative and cluster-dimension attributes), so that they can share shared
+    memory (the multicast bulk copies)."""
+    if cluster > 1 and grid[0] % cluster:
+        raise ValueError(f'a grid of {grid[0]} blocks does not split into clusters of {cluster}')
     values = []
     for arg in args:
         if isinstance(arg, torch.Tensor):
@@ -163,5 +204,10 @@ def launch_cooperative(kernel, grid: tuple, block: tuple, args: list, shared_mem
         *[ctypes.cast(ctypes.byref(v), ctypes.c_void_p) for v in values])
     libcuda = torch.cuda._utils._get_gpu_runtime_library()
     stream = torch.cuda.current_stream()
+    if cluster > 1:
+        config, _attrs = launch_config(grid, block, shared_mem, stream.cuda_stream, cluster)
+        torch.cuda._utils._check_cuda(libcuda.cuLaunchKernelEx(
+            ctypes.byref(config), kernel.func, array, None))
+        return
     torch.cuda._utils._check_cuda(libcuda.cuLaunchCooperativeKernel(
         kernel.func, *grid, *block, shared_mem, stream._as_parameter_, array))

@@ -105,6 +105,33 @@ SOURCE = '\n'.join((PRELUDE, HELPERS, BF16_BITS, GRID_SYNC, LOAD_CG, LAST_TO_ARR
 #define FLAGS __FLAGS__
 #define A_PER_SLICE __A_PER_SLICE__
 #define FLAG(i) (count + __FLAG_STRIDE__ * (1 + (i)))  // i < SPLITS: slice i; SPLITS: phase B
+// > 1: the blocks run in clusters of that many, and phase A's activation tiles (the same X for
+// every block) are each read from L2 once per cluster: tile i by the block of cluster rank
+// i % CLUSTER, multicast into the same place of every block's shared memory, its bytes counted
+// on each block's own mbarrier for that tile
+#define CLUSTER __CLUSTER__
+
+#if CLUSTER > 1
+__device__ __forceinline__ unsigned cluster_rank() {
+    unsigned r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+    return r;
+}
+// every thread of every block of the cluster: what each did before (its mbarriers' init) is
+// seen by the others after
+__device__ __forceinline__ void cluster_sync_all() {
+    asm volatile("barrier.cluster.arrive.release.aligned;\n"
+                 "barrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+__device__ __forceinline__ void bulk_multicast(unsigned char* to, const unsigned char* from,
+                                               unsigned bytes, unsigned bar,
+                                               unsigned short blocks) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
+                 ".multicast::cluster [%0], [%1], %2, [%3], %4;"
+                 :: "r"(smem_addr(to)), "l"(from), "r"(bytes), "r"(bar), "h"(blocks)
+                 : "memory");
+}
+#endif
 
 #define ARRIVE(mbar) asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" \
                                  :: "r"(smem_addr(&(mbar))) : "memory")
@@ -318,6 +345,11 @@ mlp_chain(const unsigned char* __restrict__ W, unsigned char* xs0, unsigned char
 #endif
     }
     ALL_SYNC();
+#if CLUSTER > 1
+    // no block may multicast into another before that one's mbarriers exist
+    cluster_sync_all();
+    const unsigned rank = cluster_rank();
+#endif
 #if WS
     if (warp == 4) {  // the producer: the block's whole weight stream, slot by slot
         if (lane == 0)
@@ -347,7 +379,15 @@ mlp_chain(const unsigned char* __restrict__ W, unsigned char* xs0, unsigned char
                 asm volatile("fence.proxy.async.global;" ::: "memory");
                 for (int i = 0; i < nk * (DIAG != 2); i++) {
                     unsigned xb = smem_addr(&xbars[i]);
-                    expect_bytes(xb, TILE);
+                    expect_bytes(xb, TILE);  // its bytes may come from a peer's multicast
+#if CLUSTER > 1
+                    if (phase == 0) {
+                        if (i % CLUSTER == rank)
+                            bulk_multicast(sx + i * TILE, src + (long long)i * TILE, TILE, xb,
+                                           (unsigned short)((1u << CLUSTER) - 1u));
+                        continue;
+                    }
+#endif
                     bulk_copy_to(sx + i * TILE, src + (long long)i * TILE, TILE, xb);
                 }
 #if PREFETCH == 1
@@ -510,6 +550,7 @@ class Form:
     ws: bool = False  # warp-specialized: a producer warp refills the ring (160 threads)
     acc: int = 1  # accumulator sets the k-tiles alternate between (independent wgmma chains)
     flags: bool = False  # counters in place of the grid barriers (per K slice after phase A)
+    cluster: int = 1  # blocks per cluster, phase A's X multicast to them (read once per cluster)
 
     @property
     def threads(self) -> int:
@@ -528,6 +569,7 @@ class Form:
                          + ['producer warp'] * self.ws
                          + [f'{self.acc} accumulator sets'] * (self.acc > 1)
                          + ['counters for barriers'] * self.flags
+                         + [f'X multicast to clusters of {self.cluster}'] * (self.cluster > 1)
                          + [DIAGNOSTICS.get(self.diagnostic, '')] * bool(self.diagnostic))
 
 
@@ -542,10 +584,11 @@ FORMS = (Form(spread=False), Form(), Form(ring=4), Form(prefetch=1), Form(tps=2)
          Form(ws=True), Form(ws=True, tps=2), Form(ring=12, ws=True, tps=2),
          Form(tps=2, acc=2), Form(tps=4, acc=2), Form(tps=4, acc=4), Form(ws=True, tps=2, acc=2),
          Form(ring=12, ws=True, tps=4, acc=4), Form(tps=2, flags=True),
-         Form(tps=2, acc=2, flags=True))
+         Form(tps=2, acc=2, flags=True), Form(tps=2, acc=2, flags=True, cluster=2),
+         Form(tps=2, acc=2, flags=True, cluster=4), Form(tps=2, acc=2, cluster=2))
 TIMELINES = (Form(tps=2), Form(tps=2, diagnostic=1), Form(tps=2, diagnostic=2),
              Form(tps=2, diagnostic=3), Form(ws=True, tps=2), Form(prefetch=2, tps=2),
-             Form(tps=2, flags=True))
+             Form(tps=2, flags=True), Form(tps=2, acc=2, flags=True, cluster=2))
 
 
 def chosen(forms: tuple, variable: str) -> list:
@@ -575,12 +618,16 @@ def source(form: Form, watchdog: int = 0, stamps: bool = False) -> str:
         raise ValueError(f'{form.name}: the ring must hold two steps, a phase whole steps')
     if form.tps % form.acc:
         raise ValueError(f'{form.name}: a step must cover every accumulator set alike')
+    if form.cluster not in (1, 2, 4, 8) or KA % form.cluster:
+        raise ValueError(f'{form.name}: clusters of 1, 2, 4 or 8 blocks, dividing phase A\'s '
+                         f'{KA} activation tiles')
     values = {'NBUF': form.ring, 'KA': KA, 'KB': KB, 'NT_B': NT_B, 'SPLITS': SPLITS,
               'WIDTH': WIDTH, 'ROWS': ROWS, 'EPS': f'{EPS:.1e}f', 'WATCHDOG': watchdog,
               'STAMPS': int(stamps), 'SPREAD': int(form.spread), 'PREFETCH': form.prefetch,
               'TPS': form.tps, 'DIAG': form.diagnostic, 'WS': int(form.ws),
               'ACC': form.acc, 'FLAGS': int(form.flags), 'A_PER_SLICE': A_PER_SLICE,
-              'FLAG_STRIDE': FLAG_STRIDE, 'GRID_SYNC_WATCHED': grid_sync_watched(),
+              'FLAG_STRIDE': FLAG_STRIDE, 'CLUSTER': form.cluster,
+              'GRID_SYNC_WATCHED': grid_sync_watched(),
               'MMA_TILE': mma_tile_source(64)}
     text = SOURCE
     for key, value in values.items():
@@ -703,6 +750,8 @@ class Chain:
 
     def __init__(self, state: dict, form: Form, watchdog: int = 0, stamps: bool = False,
                  cooperative: bool = True):
+        if form.cluster > 1 and not cooperative:  # a plain launch makes no clusters
+            raise ValueError(f'{form.name}: clusters need the cooperative cluster launch')
         self.state, self.form, self.cooperative = state, form, cooperative
         self.kernel = torch.cuda._compile_kernel(source(form, watchdog, stamps), 'mlp_chain',
                                                  compute_capability='90a')
@@ -734,7 +783,7 @@ class Chain:
                 inputs['gate'], self.bar, self.diag, self.stamps, layers]
         if self.cooperative:
             launch_cooperative(self.kernel, (BLOCKS, 1, 1), (self.form.threads, 1, 1), args,
-                               self.form.shared)
+                               self.form.shared, cluster=self.form.cluster)
         else:
             self.kernel(grid=(BLOCKS, 1, 1), block=(self.form.threads, 1, 1),
                         shared_mem=self.form.shared, args=args)

@@ -144,6 +144,24 @@ def test_the_cooperative_launcher_refuses_arguments_it_cannot_pass_before_any_la
         ptx.launch_cooperative(None, (1, 1, 1), (1, 1, 1), [1.5])
 
 
+def test_the_cluster_launch_config_is_laid_out_as_cuda_h_declares_it():
+    """CUlaunchAttribute is 72 bytes (id, padding, a 64-byte union at 8); CUlaunchConfig puts
+    the stream at 32, the attributes at 40 and their count at 48 (cuda.h, CUDA 12 and 13)."""
+    import ctypes
+    assert ctypes.sizeof(ptx._LaunchAttribute) == 72
+    assert ptx._LaunchAttribute.value.offset == 8
+    assert (ptx._LaunchConfig.stream.offset, ptx._LaunchConfig.attrs.offset,
+            ptx._LaunchConfig.num_attrs.offset, ctypes.sizeof(ptx._LaunchConfig)) == \
+        (32, 40, 48, 56)
+    config, attrs = ptx.launch_config((128, 1, 1), (128, 1, 1), 196608, 1234, 2)
+    assert list(config.grid) == [128, 1, 1] and config.shared_mem == 196608
+    assert config.stream == 1234 and config.num_attrs == 2
+    assert [(a.id, a.value.cooperative) for a in attrs][0] == (2, 1)
+    assert attrs[1].id == 4 and list(attrs[1].value.cluster_dim) == [2, 1, 1]
+    with pytest.raises(ValueError, match='clusters of 3'):
+        ptx.launch_cooperative(None, (128, 1, 1), (1, 1, 1), [], cluster=3)
+
+
 def stamped_chain(phase_marks, tile_marks) -> 'probe.Chain':
     """A Chain whose stamps buffer holds the same marks (ns from each layer's start, 10 us a
     layer) for every block and layer, as the kernel's STAMPS form writes them."""
