@@ -35,6 +35,8 @@ A watchdog form of each (every spin gives up after 2 s and records where) runs f
 First run on the H200 on 2026-12-01: bench/results/mlp_chain_probe_h200.json and .png. The
 'counters for barriers' forms (later that day, bench/results/h200_mlp_chain_counters/, two runs
 of MLP_CHAIN_FORMS=4,21,16,22): 16.34 -> 15.10 and 16.23 -> 14.97 us per layer, same numbers.
+X multicast to clusters (mlp_chain_probe_multicast_h200.json there): same numbers, slower
+(clusters of 2: 15.87 against 15.02 us; clusters of 4 cannot all be resident), see README.
 """
 
 import json
@@ -845,7 +847,14 @@ def watchdog_section(state: dict) -> dict:
     or its error. The timed sections run only when none stalled."""
     out = {}
     for _, form in chosen(FORMS, 'MLP_CHAIN_FORMS'):
-        chain = Chain(state, form, watchdog=WATCH_ALL)
+        try:
+            chain = Chain(state, form, watchdog=WATCH_ALL)
+            chain.launch(1)
+            torch.cuda.synchronize()
+        except RuntimeError as exc:  # refused (e.g. clusters that cannot all be resident):
+            out[form.name] = f'failed: {exc}'  # its timed section says so again; go on
+            print('watchdog', form.name, out[form.name], flush=True)
+            continue
         for layers in (1, LAYERS):
             got = chain.launch(layers)
             torch.cuda.synchronize()
