@@ -112,6 +112,11 @@ SOURCE = '\n'.join((PRELUDE, HELPERS, BF16_BITS, GRID_SYNC, LOAD_CG, LAST_TO_ARR
 // i % CLUSTER, multicast into the same place of every block's shared memory, its bytes counted
 // on each block's own mbarrier for that tile
 #define CLUSTER __CLUSTER__
+// 1: an activation tile's copy stops after the row groups that hold the VROWS real rows (7 KB
+// of 8 at 50 rows): the MMA's rows past them read whatever the shared memory held, and their
+// results are never stored (the epilogues write zeros there), so less comes into the SM
+#define TRIM __TRIM__
+#define XBYTES (TRIM ? (VROWS + 7) / 8 * 1024 : TILE)
 
 #if CLUSTER > 1
 __device__ __forceinline__ unsigned cluster_rank() {
@@ -381,16 +386,16 @@ mlp_chain(const unsigned char* __restrict__ W, unsigned char* xs0, unsigned char
                 asm volatile("fence.proxy.async.global;" ::: "memory");
                 for (int i = 0; i < nk * (DIAG != 2); i++) {
                     unsigned xb = smem_addr(&xbars[i]);
-                    expect_bytes(xb, TILE);  // its bytes may come from a peer's multicast
+                    expect_bytes(xb, XBYTES);  // its bytes may come from a peer's multicast
 #if CLUSTER > 1
                     if (phase == 0) {
                         if (i % CLUSTER == rank)
-                            bulk_multicast(sx + i * TILE, src + (long long)i * TILE, TILE, xb,
+                            bulk_multicast(sx + i * TILE, src + (long long)i * TILE, XBYTES, xb,
                                            (unsigned short)((1u << CLUSTER) - 1u));
                         continue;
                     }
 #endif
-                    bulk_copy_to(sx + i * TILE, src + (long long)i * TILE, TILE, xb);
+                    bulk_copy_to(sx + i * TILE, src + (long long)i * TILE, XBYTES, xb);
                 }
 #if PREFETCH == 1
                 PREFETCH_NEXT_PHASE();
@@ -553,6 +558,7 @@ class Form:
     acc: int = 1  # accumulator sets the k-tiles alternate between (independent wgmma chains)
     flags: bool = False  # counters in place of the grid barriers (per K slice after phase A)
     cluster: int = 1  # blocks per cluster, phase A's X multicast to them (read once per cluster)
+    trim: bool = False  # activation copies only as far as the real rows' row groups go
 
     @property
     def threads(self) -> int:
@@ -572,6 +578,7 @@ class Form:
                          + [f'{self.acc} accumulator sets'] * (self.acc > 1)
                          + ['counters for barriers'] * self.flags
                          + [f'X multicast to clusters of {self.cluster}'] * (self.cluster > 1)
+                         + ['activation tiles trimmed to the real rows'] * self.trim
                          + [DIAGNOSTICS.get(self.diagnostic, '')] * bool(self.diagnostic))
 
 
@@ -587,10 +594,12 @@ FORMS = (Form(spread=False), Form(), Form(ring=4), Form(prefetch=1), Form(tps=2)
          Form(tps=2, acc=2), Form(tps=4, acc=2), Form(tps=4, acc=4), Form(ws=True, tps=2, acc=2),
          Form(ring=12, ws=True, tps=4, acc=4), Form(tps=2, flags=True),
          Form(tps=2, acc=2, flags=True), Form(tps=2, acc=2, flags=True, cluster=2),
-         Form(tps=2, acc=2, flags=True, cluster=4), Form(tps=2, acc=2, cluster=2))
+         Form(tps=2, acc=2, flags=True, cluster=4), Form(tps=2, acc=2, cluster=2),
+         Form(tps=2, flags=True, trim=True), Form(tps=2, acc=2, flags=True, trim=True))
 TIMELINES = (Form(tps=2), Form(tps=2, diagnostic=1), Form(tps=2, diagnostic=2),
              Form(tps=2, diagnostic=3), Form(ws=True, tps=2), Form(prefetch=2, tps=2),
-             Form(tps=2, flags=True), Form(tps=2, acc=2, flags=True, cluster=2))
+             Form(tps=2, flags=True), Form(tps=2, acc=2, flags=True, cluster=2),
+             Form(tps=2, acc=2, flags=True, trim=True))
 
 
 def chosen(forms: tuple, variable: str) -> list:
@@ -628,7 +637,7 @@ def source(form: Form, watchdog: int = 0, stamps: bool = False) -> str:
               'STAMPS': int(stamps), 'SPREAD': int(form.spread), 'PREFETCH': form.prefetch,
               'TPS': form.tps, 'DIAG': form.diagnostic, 'WS': int(form.ws),
               'ACC': form.acc, 'FLAGS': int(form.flags), 'A_PER_SLICE': A_PER_SLICE,
-              'FLAG_STRIDE': FLAG_STRIDE, 'CLUSTER': form.cluster,
+              'FLAG_STRIDE': FLAG_STRIDE, 'CLUSTER': form.cluster, 'TRIM': int(form.trim),
               'GRID_SYNC_WATCHED': grid_sync_watched(),
               'MMA_TILE': mma_tile_source(64)}
     text = SOURCE

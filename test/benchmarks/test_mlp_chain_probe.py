@@ -36,8 +36,10 @@ def w_tile(weights: torch.Tensor, g: int, b: int) -> torch.Tensor:
     return weights[start:start + TILE]
 
 
-def emulate(x0: torch.Tensor, layers: list) -> torch.Tensor:
-    """The kernel's data flow, block by block, reading and writing only the packed buffers."""
+def emulate(x0: torch.Tensor, layers: list, trim: bool = False) -> torch.Tensor:
+    """The kernel's data flow, block by block, reading and writing only the packed buffers.
+    trim: as the TRIM forms, the activation tiles' rows past the real rows' row groups are not
+    copied; here they hold NaN (what stale shared memory might), which must not get out."""
     n_layers = len(layers)
     weights = probe.pack_weights(layers)
     inputs = probe.host_inputs(x0, layers)
@@ -49,6 +51,8 @@ def emulate(x0: torch.Tensor, layers: list) -> torch.Tensor:
     for lay in range(n_layers):
         cur, nxt = lay % 2, 1 - lay % 2
         x_tiles = ptx.unpack_tiles(xs[cur], probe.PAD, probe.WIDTH).float()
+        copied = -(-probe.ROWS // 8) * 8 if trim else probe.PAD
+        x_tiles[copied:] = float('nan')
         rstd = torch.rsqrt(ssq[cur].sum(0) / probe.WIDTH + probe.EPS)[:, None]
         for b in range(probe.BLOCKS):  # phase A
             g0 = lay * probe.TILES_PER_LAYER
@@ -60,6 +64,7 @@ def emulate(x0: torch.Tensor, layers: list) -> torch.Tensor:
             for r in range(probe.PAD):
                 store_row(h, r, 32 * b + torch.arange(32), hv[r])
         hm = ptx.unpack_tiles(h, probe.PAD, probe.MLP).float()
+        hm[copied:] = float('nan')
         parts = torch.zeros(probe.SPLITS, probe.NT_B, probe.PAD, 64)
         for b in range(probe.BLOCKS):  # phase B
             n, s = divmod(b, probe.SPLITS)
@@ -92,6 +97,14 @@ def test_kernel_data_flow_over_the_packed_buffers_gives_the_reference():
     assert ((got - want).norm() / want.norm()) < 5e-3
     # and the reference is not trivially satisfied: the layers change X
     assert ((want - x0.float()).norm() / x0.float().norm()) > 0.1
+
+
+def test_trimmed_activation_copies_leave_the_numbers_as_they_are():
+    torch.manual_seed(2)
+    layers = probe.make_layers(2, 'cpu')
+    x0 = torch.randn(probe.ROWS, probe.WIDTH).to(torch.bfloat16)
+    assert torch.equal(emulate(x0, layers, trim=True), emulate(x0, layers))
+    assert '#define TRIM 1' in probe.source(probe.Form(tps=2, flags=True, trim=True))
 
 
 def test_torch_ops_baseline_computes_the_same_mlp_halves():
