@@ -38,6 +38,7 @@ of MLP_CHAIN_FORMS=4,21,16,22): 16.34 -> 15.10 and 16.23 -> 14.97 us per layer, 
 X multicast to clusters (mlp_chain_probe_multicast_h200.json there): same numbers, slower
 (clusters of 2: 15.87 against 15.02 us; clusters of 4 cannot all be resident), see README.
 Trimmed activation copies (mlp_chain_probe_trim_h200.json): 15.14 -> 15.06, 15.07 -> 14.92 us.
+Not yet run: 'epilogue constants loaded early' (FORMS[28], TIMELINES[9]).
 """
 
 import json
@@ -118,6 +119,11 @@ SOURCE = '\n'.join((PRELUDE, HELPERS, BF16_BITS, GRID_SYNC, LOAD_CG, LAST_TO_ARR
 // results are never stored (the epilogues write zeros there), so less comes into the SM
 #define TRIM __TRIM__
 #define XBYTES (TRIM ? (VROWS + 7) / 8 * 1024 : TILE)
+// 1: the epilogues' per-layer constants (phase A: the bias of the thread's 16 gate/up columns;
+// phase B: the gate and next scale of its 4 columns) are loaded into registers as the phase
+// starts, so that their trip to memory (the weight stream has long evicted them) overlaps the
+// MMAs instead of opening the epilogue (spread sum only)
+#define EPI_PREFETCH __EPI_PREFETCH__
 
 #if CLUSTER > 1
 __device__ __forceinline__ unsigned cluster_rank() {
@@ -238,9 +244,11 @@ __device__ __forceinline__ float finish_cols(const float* part, int n, int row, 
                                              const float* gate, const float* scale,
                                              const unsigned short* res_cur,
                                              unsigned short* res_nxt, unsigned char* xs_nxt,
-                                             int l) {
-    const float* gl = gate + (long long)l * WIDTH + 64 * n;
-    const float* sc = scale + (long long)(l + 1) * WIDTH + 64 * n;
+                                             int l, const float* gate_pre = nullptr,
+                                             const float* scale_pre = nullptr) {
+    // the 4 columns' gate and scale: loaded ahead (EPI_PREFETCH) or read here
+    const float* gl = EPI_PREFETCH ? gate_pre : gate + (long long)l * WIDTH + 64 * n + col;
+    const float* sc = EPI_PREFETCH ? scale_pre : scale + (long long)(l + 1) * WIDTH + 64 * n + col;
     float4 v[SPLITS];
     #pragma unroll
     for (int k = 0; k < SPLITS; k++)
@@ -257,11 +265,11 @@ __device__ __forceinline__ float finish_cols(const float* part, int n, int row, 
     float ss = 0.f;
     #pragma unroll
     for (int e = 0; e < 4; e++) {
-        float y = bf16_float(rin[e]) + gl[col + e] * sum[e];
+        float y = bf16_float(rin[e]) + gl[e] * sum[e];
         yb[e] = row < VROWS ? bf16_bits(y) : 0u;
         const float yr = bf16_float(yb[e]);
         ss += yr * yr;
-        xb[e] = bf16_bits(yr * sc[col + e]);
+        xb[e] = bf16_bits(yr * sc[e]);
     }
     *(uint2*)(res_nxt + (long long)row * WIDTH + 64 * n + col) =
         make_uint2(yb[0] | (yb[1] << 16), yb[2] | (yb[3] << 16));
@@ -415,6 +423,26 @@ mlp_chain(const unsigned char* __restrict__ W, unsigned char* xs0, unsigned char
                     rstd[half] = rsqrtf(sum / WIDTH + __EPS__);
                 }
             }
+#if EPI_PREFETCH
+            float pre[16];  // A: gate biases (j, e), then up biases; B: 4 gates, then 4 scales
+            if (phase == 0) {
+                const float* bl = bias + ((long long)l * gridDim.x + b) * 64;
+                #pragma unroll
+                for (int j = 0; j < 4; j++)
+                    #pragma unroll
+                    for (int e = 0; e < 2; e++) {
+                        pre[2 * j + e] = bl[8 * j + 2 * (lane % 4) + e];
+                        pre[8 + 2 * j + e] = bl[32 + 8 * j + 2 * (lane % 4) + e];
+                    }
+            } else {
+                const int col = 64 * n + 4 * (tid & 15);  // finish_cols' columns
+                #pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    pre[e] = gate[(long long)l * WIDTH + col + e];
+                    pre[4 + e] = scale[(long long)(l + 1) * WIDTH + col + e];
+                }
+            }
+#endif
             // ACC accumulator sets, k-tile i into set i % ACC: the wgmma of one set need not
             // wait for the other's to finish (one set makes every wgmma wait for the last)
             float acc[ACC][32];
@@ -475,8 +503,14 @@ mlp_chain(const unsigned char* __restrict__ W, unsigned char* xs0, unsigned char
                         float h[2];
                         #pragma unroll
                         for (int e = 0; e < 2; e++) {
+#if EPI_PREFETCH
+                            float gv = rstd[half] * d[4 * j + 2 * half + e] + pre[2 * j + e];
+                            float uv = rstd[half] * d[4 * (j + 4) + 2 * half + e]
+                                + pre[8 + 2 * j + e];
+#else
                             float gv = rstd[half] * d[4 * j + 2 * half + e] + bl[c + e];
                             float uv = rstd[half] * d[4 * (j + 4) + 2 * half + e] + bl[32 + c + e];
+#endif
                             h[e] = row < VROWS ? gelu_tanh(gv) * uv : 0.f;
                         }
                         *(unsigned*)(H + packed(row, 32 * b + c)) =
@@ -496,8 +530,13 @@ mlp_chain(const unsigned char* __restrict__ W, unsigned char* xs0, unsigned char
                 // every slice's block waits for the tile's 8 partials, then sums 8 of its rows
                 tile_wait(count + n, SPLITS * (l + 1), diag, l);
                 const int row = 8 * s + (tid >> 4), col = 4 * (tid & 15);
+#if EPI_PREFETCH
+                float ss = finish_cols(part, n, row, col, gate, scale, res_cur, res_nxt, xs_nxt,
+                                       l, pre, pre + 4);
+#else
                 float ss = finish_cols(part, n, row, col, gate, scale, res_cur, res_nxt, xs_nxt,
                                        l);
+#endif
                 #pragma unroll
                 for (int o = 8; o > 0; o >>= 1) ss += __shfl_xor_sync(0xFFFFFFFFu, ss, o);
                 if ((tid & 15) == 0) ssq[((long long)(cur ^ 1) * NT_B + n) * 64 + row] = ss;
@@ -560,6 +599,7 @@ class Form:
     flags: bool = False  # counters in place of the grid barriers (per K slice after phase A)
     cluster: int = 1  # blocks per cluster, phase A's X multicast to them (read once per cluster)
     trim: bool = False  # activation copies only as far as the real rows' row groups go
+    epi_prefetch: bool = False  # the epilogues' constants loaded as the phase starts
 
     @property
     def threads(self) -> int:
@@ -580,6 +620,7 @@ class Form:
                          + ['counters for barriers'] * self.flags
                          + [f'X multicast to clusters of {self.cluster}'] * (self.cluster > 1)
                          + ['activation tiles trimmed to the real rows'] * self.trim
+                         + ['epilogue constants loaded early'] * self.epi_prefetch
                          + [DIAGNOSTICS.get(self.diagnostic, '')] * bool(self.diagnostic))
 
 
@@ -596,11 +637,13 @@ FORMS = (Form(spread=False), Form(), Form(ring=4), Form(prefetch=1), Form(tps=2)
          Form(ring=12, ws=True, tps=4, acc=4), Form(tps=2, flags=True),
          Form(tps=2, acc=2, flags=True), Form(tps=2, acc=2, flags=True, cluster=2),
          Form(tps=2, acc=2, flags=True, cluster=4), Form(tps=2, acc=2, cluster=2),
-         Form(tps=2, flags=True, trim=True), Form(tps=2, acc=2, flags=True, trim=True))
+         Form(tps=2, flags=True, trim=True), Form(tps=2, acc=2, flags=True, trim=True),
+         Form(tps=2, acc=2, flags=True, epi_prefetch=True))
 TIMELINES = (Form(tps=2), Form(tps=2, diagnostic=1), Form(tps=2, diagnostic=2),
              Form(tps=2, diagnostic=3), Form(ws=True, tps=2), Form(prefetch=2, tps=2),
              Form(tps=2, flags=True), Form(tps=2, acc=2, flags=True, cluster=2),
-             Form(tps=2, acc=2, flags=True, trim=True))
+             Form(tps=2, acc=2, flags=True, trim=True),
+             Form(tps=2, acc=2, flags=True, epi_prefetch=True))
 
 
 def chosen(forms: tuple, variable: str) -> list:
@@ -630,6 +673,8 @@ def source(form: Form, watchdog: int = 0, stamps: bool = False) -> str:
         raise ValueError(f'{form.name}: the ring must hold two steps, a phase whole steps')
     if form.tps % form.acc:
         raise ValueError(f'{form.name}: a step must cover every accumulator set alike')
+    if form.epi_prefetch and not form.spread:
+        raise ValueError(f'{form.name}: the early epilogue constants are the spread sum\'s')
     if form.cluster not in (1, 2, 4, 8) or KA % form.cluster:
         raise ValueError(f'{form.name}: clusters of 1, 2, 4 or 8 blocks, dividing phase A\'s '
                          f'{KA} activation tiles')
@@ -639,6 +684,7 @@ def source(form: Form, watchdog: int = 0, stamps: bool = False) -> str:
               'TPS': form.tps, 'DIAG': form.diagnostic, 'WS': int(form.ws),
               'ACC': form.acc, 'FLAGS': int(form.flags), 'A_PER_SLICE': A_PER_SLICE,
               'FLAG_STRIDE': FLAG_STRIDE, 'CLUSTER': form.cluster, 'TRIM': int(form.trim),
+              'EPI_PREFETCH': int(form.epi_prefetch),
               'GRID_SYNC_WATCHED': grid_sync_watched(),
               'MMA_TILE': mma_tile_source(64)}
     text = SOURCE

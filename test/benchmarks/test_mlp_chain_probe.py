@@ -129,6 +129,10 @@ def test_a_form_whose_ring_cannot_hold_two_steps_is_refused():
     with pytest.raises(ValueError, match='two steps'):
         probe.source(probe.Form(ring=4, tps=4))
     assert '#define TPS 2' in probe.source(probe.Form(tps=2))
+    with pytest.raises(ValueError, match='spread sum'):
+        probe.source(probe.Form(spread=False, epi_prefetch=True))
+    with pytest.raises(ValueError, match='clusters of 1, 2, 4 or 8'):
+        probe.source(probe.Form(cluster=3))
 
 
 def test_the_counters_forms_wait_for_exactly_the_blocks_that_wrote_their_slice():
