@@ -62,7 +62,7 @@ import torch
 from torch.nn import functional as F
 
 sys.path.insert(0, os.getcwd())
-from bench.hopper_ptx import BF16_BITS, GRID_SYNC, LOAD_CG  # noqa: E402
+from bench.hopper_ptx import BF16_BITS, GRID_SYNC, LOAD_CG, launch_cooperative  # noqa: E402
 from lamp_ros.kernels import tuning  # noqa: E402
 
 ROWS, PAD_ROWS, LAYERS, DEV, BF = 50, 64, 18, 'cuda', torch.bfloat16
@@ -466,9 +466,9 @@ def build(nt: int, stages: int, krs: dict, ws, x0, sms: int, threads: int = 128,
     bar = torch.zeros(64, dtype=torch.int32, device=DEV)
     keep = (parts, counts, table, bar, ys)
 
-    def launch():
-        kernel(grid=(sms * per_sm, 1, 1), block=(threads, 1, 1), args=[table, len(ws), bar],
-               shared_mem=shared)
+    def launch():  # cooperative: the grid barrier needs every block resident
+        launch_cooperative(kernel, (sms * per_sm, 1, 1), (threads, 1, 1), [table, len(ws), bar],
+                           shared)
         return keep
     return launch, ys[-1], shared
 
@@ -490,9 +490,8 @@ def build_full_k(stages: int, nts: dict, ws, x0, sms: int):
     bar = torch.zeros(64, dtype=torch.int32, device=DEV)
     keep = (table, bar, ys)
 
-    def launch():
-        kernel(grid=(sms, 1, 1), block=(128, 1, 1), args=[table, len(ws), bar],
-               shared_mem=shared)
+    def launch():  # cooperative: the grid barrier needs every block resident
+        launch_cooperative(kernel, (sms, 1, 1), (128, 1, 1), [table, len(ws), bar], shared)
         return keep
     return launch, ys[-1], shared
 
