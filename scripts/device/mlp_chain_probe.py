@@ -278,39 +278,21 @@ __device__ __forceinline__ float finish_cols(const float* part, int n, int row, 
     return ss;
 }
 
-#if SPREAD
-// the block counts in at a column tile's counter and waits until `target` arrivals (the
-// counter only grows within a launch; the kernel zeroes it at its end), then sees the others'
-// stores, as last_to_arrive does for one block
-__device__ void tile_wait(int* counter, int target, unsigned* diag, int l) {
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        asm volatile("fence.acq_rel.gpu;" ::: "memory");
-        atomicAdd(counter, 1);
-#if WATCHDOG & 2
-        const unsigned long long start = now_ns();
-        while (*(volatile int*)counter < target && !gave_up(diag, start, 4u, l, 1, 0)) { }
-#else
-        while (*(volatile int*)counter < target) { }
-#endif
-        asm volatile("fence.acq_rel.gpu;" ::: "memory");
-    }
-    __syncthreads();
-}
-#endif
-
-#if FLAGS
+#if SPREAD || FLAGS
 // the block counts in at `mine` (its stores ordered before by one thread, after the CTA
-// barrier), then waits until `theirs` reaches `target` and acquires what was counted there
-__device__ void signal_then_wait(int* mine, int* theirs, int target, unsigned* diag, int l,
-                                 int phase) {
+// barrier), then waits until `theirs` reaches `target` arrivals and acquires what was counted
+// there, as last_to_arrive does for one block. The counters only grow within a launch (the
+// kernel zeroes them at its end). `what`: the watchdog's name for the wait (4 a column tile's
+// split-K partials, 6 a phase's output)
+__device__ void signal_then_wait(int* mine, int* theirs, int target, unsigned what,
+                                 unsigned* diag, int l, int phase) {
     __syncthreads();
     if (threadIdx.x == 0) {
         asm volatile("fence.acq_rel.gpu;" ::: "memory");
         atomicAdd(mine, 1);
 #if WATCHDOG & 2
         const unsigned long long start = now_ns();
-        while (*(volatile int*)theirs < target && !gave_up(diag, start, 6u, l, phase, 0)) { }
+        while (*(volatile int*)theirs < target && !gave_up(diag, start, what, l, phase, 0)) { }
 #else
         while (*(volatile int*)theirs < target) { }
 #endif
@@ -528,7 +510,7 @@ mlp_chain(const unsigned char* __restrict__ W, unsigned char* xs0, unsigned char
                 }
 #if SPREAD
                 // every slice's block waits for the tile's 8 partials, then sums 8 of its rows
-                tile_wait(count + n, SPLITS * (l + 1), diag, l);
+                signal_then_wait(count + n, count + n, SPLITS * (l + 1), 4u, diag, l, 1);
                 const int row = 8 * s + (tid >> 4), col = 4 * (tid & 15);
 #if EPI_PREFETCH
                 float ss = finish_cols(part, n, row, col, gate, scale, res_cur, res_nxt, xs_nxt,
@@ -560,11 +542,11 @@ mlp_chain(const unsigned char* __restrict__ W, unsigned char* xs0, unsigned char
             asm volatile("fence.proxy.async.global;" ::: "memory");
 #if FLAGS
             if (phase == 0)  // this block's H columns are in slice b / A_PER_SLICE
-                signal_then_wait(FLAG(b / A_PER_SLICE), FLAG(s), A_PER_SLICE * (l + 1), diag,
-                                 l, phase);
+                signal_then_wait(FLAG(b / A_PER_SLICE), FLAG(s), A_PER_SLICE * (l + 1), 6u,
+                                 diag, l, phase);
             else if (l < layers - 1)
-                signal_then_wait(FLAG(SPLITS), FLAG(SPLITS), gridDim.x * (l + 1), diag, l,
-                                 phase);
+                signal_then_wait(FLAG(SPLITS), FLAG(SPLITS), gridDim.x * (l + 1), 6u, diag,
+                                 l, phase);
             else
                 GRID_SYNC_HERE();
 #else
@@ -573,7 +555,7 @@ mlp_chain(const unsigned char* __restrict__ W, unsigned char* xs0, unsigned char
         }
     }
 #if SPREAD
-    if (b == 0 && tid < NT_B) count[tid] = 0;  // everyone is past its last tile_wait
+    if (b == 0 && tid < NT_B) count[tid] = 0;  // everyone is past its last tile counter wait
 #endif
 #if FLAGS
     if (b == 0 && tid <= SPLITS) *FLAG(tid) = 0;  // everyone is past its last counter wait
