@@ -48,6 +48,49 @@ def _(x, scale, shift, eps):
     return torch.empty_like(x, memory_format=torch.contiguous_format)
 
 
+# ---- layer_norm / add_norm: the affine-free LayerNorm, and a residual add fused into a norm ----
+# A residual add whose GEMM cannot take it in its epilogue (a bias epilogue already, or
+# torch._scaled_mm) is otherwise a kernel of its own right before the norm that reads its sum:
+# add_norm does both in one pass over the rows.
+
+@torch.library.custom_op('lamp::layer_norm', mutates_args=())
+def layer_norm(x: torch.Tensor, eps: float) -> torch.Tensor:
+    """LayerNorm over the last dim without affine (folded into the next linears)."""
+    if x.is_cuda:
+        return _triton().norm(x, eps, center=True)
+    return layer_norm_reference(x, eps)
+
+
+def layer_norm_reference(x, eps):
+    return F.layer_norm(x.float(), x.shape[-1:], eps=eps).to(x.dtype)
+
+
+@layer_norm.register_fake
+def _(x, eps):
+    return torch.empty_like(x, memory_format=torch.contiguous_format)
+
+
+@torch.library.custom_op('lamp::add_norm', mutates_args=())
+def add_norm(x: torch.Tensor, residual: torch.Tensor, eps: float,
+             center: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """(s, norm(s)) for s = x + residual in x's dtype (rounded once, as the eager add): the
+    LayerNorm without affine when `center`, else the unit RMSNorm."""
+    if x.is_cuda:
+        return _triton().norm(x, eps, residual=residual, center=center)
+    return add_norm_reference(x, residual, eps, center)
+
+
+def add_norm_reference(x, residual, eps, center):
+    s = x + residual
+    return s, (layer_norm_reference(s, eps) if center else rms_norm_reference(s, None, None, eps))
+
+
+@add_norm.register_fake
+def _(x, residual, eps, center):
+    return (torch.empty_like(x, memory_format=torch.contiguous_format),
+            torch.empty_like(x, memory_format=torch.contiguous_format))
+
+
 # ---- rope: rotate-half RoPE from gathered cos/sin tables ----
 
 @torch.library.custom_op('lamp::rope', mutates_args=())
@@ -331,6 +374,7 @@ def _(q, k, v, mask, heads, scale, tiles):
     return q.new_empty((q.shape[0], q.shape[1], heads * q.shape[-1]))
 
 
-OPERATORS = ('lamp::rms_norm', 'lamp::rope', 'lamp::geglu', 'lamp::fp8_rows',
-             'lamp::geglu_fp8', 'lamp::masked_softmax', 'lamp::ada_linear', 'lamp::ada_geglu',
-             'lamp::gated_linear', 'lamp::mqa_attention', 'lamp::mqa_flash')
+OPERATORS = ('lamp::rms_norm', 'lamp::layer_norm', 'lamp::add_norm', 'lamp::rope',
+             'lamp::geglu', 'lamp::fp8_rows', 'lamp::geglu_fp8', 'lamp::masked_softmax',
+             'lamp::ada_linear', 'lamp::ada_geglu', 'lamp::gated_linear', 'lamp::mqa_attention',
+             'lamp::mqa_flash')

@@ -3,7 +3,7 @@
 Rows are the flattened leading dims. Each kernel loads in the input dtype, computes in float32
 (as the reference does) and stores once in the output dtype. Block sizes follow the shapes the
 policy has (widths 1024-2048, head dim 256, MLP widths 4096-16384): a whole row per program for
-the norm, one (token, head) per program for RoPE, 1024-wide column tiles for GeGLU.
+the norms, one (token, head) per program for RoPE, 1024-wide column tiles for GeGLU.
 """
 
 import torch
@@ -41,13 +41,24 @@ def pdl_launch(pdl: int) -> dict:
 
 
 @triton.jit
-def _rms_norm_kernel(x_ptr, y_ptr, scale_ptr, shift_ptr, stride_x, stride_y, n_cols, eps,
-                     MODULATE: tl.constexpr, BLOCK: tl.constexpr, PDL: tl.constexpr = 0):
+def _norm_kernel(x_ptr, r_ptr, s_ptr, y_ptr, scale_ptr, shift_ptr, stride_x, stride_r, stride_s,
+                 stride_y, n_cols, eps, MODULATE: tl.constexpr, ADD: tl.constexpr,
+                 CENTER: tl.constexpr, BLOCK: tl.constexpr, PDL: tl.constexpr = 0):
+    """One row per program: [s = x + r, stored in x's dtype as the eager add rounds it], then
+    the unit RMSNorm of it (CENTER: the LayerNorm without affine, the mean taken out first),
+    [adaRMS modulation]. An RMSNorm and a LayerNorm differ by one line, so they share it."""
     grid_dependency(PDL, 1)
     row = tl.program_id(0)
     cols = tl.arange(0, BLOCK)
     inside = cols < n_cols
-    x = tl.load(x_ptr + row * stride_x + cols, mask=inside, other=0.0).to(tl.float32)
+    x = tl.load(x_ptr + row * stride_x + cols, mask=inside, other=0.0)
+    if ADD:
+        r = tl.load(r_ptr + row * stride_r + cols, mask=inside, other=0.0)
+        x = (x.to(tl.float32) + r.to(tl.float32)).to(s_ptr.dtype.element_ty)
+        tl.store(s_ptr + row * stride_s + cols, x, mask=inside)
+    x = x.to(tl.float32)
+    if CENTER:
+        x = tl.where(inside, x - tl.sum(x, axis=0) / n_cols, 0.0)
     y = x * tl.rsqrt(tl.sum(x * x, axis=0) / n_cols + eps)
     if MODULATE:
         scale = tl.load(scale_ptr + cols, mask=inside, other=0.0).to(tl.float32)
@@ -56,17 +67,29 @@ def _rms_norm_kernel(x_ptr, y_ptr, scale_ptr, shift_ptr, stride_x, stride_y, n_c
     tl.store(y_ptr + row * stride_y + cols, y.to(y_ptr.dtype.element_ty), mask=inside)
 
 
-def rms_norm(x, scale, shift, eps, pdl=0):
+def norm(x, eps, residual=None, center=False, scale=None, shift=None, pdl=0):
+    """The norm of x (of x + residual when given) over the last dim -> normed, or
+    (x + residual, normed) with a residual: one read of each input, one write of each output."""
     x2 = rows(x)
+    r2 = rows(residual) if residual is not None else x2
     out = torch.empty(x2.shape, dtype=x.dtype, device=x.device)
+    total = torch.empty(x2.shape, dtype=x.dtype, device=x.device) if residual is not None \
+        else out
     n = x2.shape[1]
     block = triton.next_power_of_2(n)
     modulate = scale is not None
-    _rms_norm_kernel[(x2.shape[0],)](
-        x2, out, scale if modulate else x2, shift if modulate else x2,
-        x2.stride(0), out.stride(0), n, eps, MODULATE=modulate, BLOCK=block, PDL=min(pdl, 1),
+    _norm_kernel[(x2.shape[0],)](
+        x2, r2, total, out, scale if modulate else x2, shift if modulate else x2,
+        x2.stride(0), r2.stride(0), total.stride(0), out.stride(0), n, eps, MODULATE=modulate,
+        ADD=residual is not None, CENTER=center, BLOCK=block, PDL=min(pdl, 1),
         num_warps=8 if block >= 2048 else 4, **pdl_launch(pdl))
-    return out.view(x.shape)
+    if residual is None:
+        return out.view(x.shape)
+    return total.view(x.shape), out.view(x.shape)
+
+
+def rms_norm(x, scale, shift, eps, pdl=0):
+    return norm(x, eps, scale=scale, shift=shift, pdl=pdl)
 
 
 @triton.jit

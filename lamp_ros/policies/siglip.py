@@ -67,10 +67,14 @@ class VisionEncoder(nn.Module):
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         lead = images.shape[:-3]
-        images = to_model_range(images.reshape(-1, *images.shape[-3:]))
-        images = images.to(self.patch_embed.weight.dtype)
-        x = self.patch_embed(images.permute(0, 3, 1, 2))  # NHWC -> NCHW for the conv
-        x = x.flatten(2).transpose(1, 2) + self.pos_embed  # (N, patches, width)
+        x = self.patches(images)
         for block in self.blocks:
             x = block(x)
         return self.projector(self.post_norm(x)).reshape(*lead, x.shape[1], -1)
+
+    def patches(self, images: torch.Tensor) -> torch.Tensor:
+        """uint8 images (..., H, W, 3) -> patch embeddings with positions (N, patches, width)."""
+        images = to_model_range(images.reshape(-1, *images.shape[-3:]))
+        images = images.to(self.patch_embed.weight.dtype)
+        x = self.patch_embed(images.permute(0, 3, 1, 2))  # NHWC -> NCHW for the conv
+        return x.flatten(2).transpose(1, 2) + self.pos_embed

@@ -101,7 +101,7 @@ def kernel_resources() -> dict:
     """Registers, spills and shared memory of every compiled variant of the lamp kernels."""
     out = {}
     for fn in (te._expert_gemm_kernel, te._mqa_kernel, te._mqa_combine_kernel,
-               tk._rms_norm_kernel, tk._geglu_kernel):
+               tk._norm_kernel, tk._geglu_kernel):
         name = fn.fn.__name__
         try:
             for cache in fn.device_caches.values():

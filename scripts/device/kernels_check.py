@@ -50,11 +50,42 @@ def main() -> None:
         mask = torch.rand(1, n, m, device=dev) > 0.1
         ok &= check(f'masked_softmax {n}x8x{m}', triton_kernels.masked_softmax,
                     ops.masked_softmax_reference, (scores, mask, 8, 1 / 16), 0.01)
+    ok &= check_norms()
     ok &= check_fp8()
     ok &= check_gelu_epilogue()
     ok &= check_expert_layer()
     print('all kernels match' if ok else 'SOME KERNELS DO NOT MATCH')
     raise SystemExit(0 if ok else 1)
+
+
+def check_norms() -> bool:
+    """lamp::layer_norm and lamp::add_norm at the shapes that run them (the vision's 768 x 1152
+    LayerNorms, the prefix's 968 x 2048 RMSNorm after its FP8 down projection): the sum bit for
+    bit as eager torch's add, the norm against float32, and the time against what they replace
+    (torch's LayerNorm kernel; an add kernel, then the norm kernel)."""
+    torch.manual_seed(0)
+    bf16, dev, ok = torch.bfloat16, 'cuda', True
+    for rows, width, center in ((768, 1152, True), (968, 2048, False)):
+        x, r = (torch.randn(1, rows, width, dtype=bf16, device=dev) * 4 for _ in range(2))
+        kind = 'layer' if center else 'rms'
+        if center:
+            ok &= check(f'layer_norm {rows}x{width}', ops.layer_norm,
+                        lambda v, eps: F.layer_norm(v, (width,), eps=eps), (x, 1e-6), 0.07)
+            separate = lambda: F.layer_norm(x + r, (width,), eps=1e-6)  # noqa: E731
+        else:
+            separate = lambda: triton_kernels.rms_norm(x + r, None, None, 1e-6)  # noqa: E731
+        total, normed = triton_kernels.norm(x, 1e-6, r, center)
+        want_total, want = ops.add_norm_reference(x.float(), r.float(), 1e-6, center)
+        same_sum = bool(torch.equal(total, x + r))
+        err = float((normed.float() - want).abs().max())
+        t_fused = tuning.gpu_time_ms(lambda: triton_kernels.norm(x, 1e-6, r, center))
+        t_separate = tuning.gpu_time_ms(separate)
+        status = 'ok' if same_sum and err <= 0.07 else 'MISMATCH'
+        print(f'add_norm ({kind}) {rows}x{width:<14d} sum equal to eager {same_sum}, norm max '
+              f'abs err {err:.3g} ({status}); kernel {t_fused * 1e3:7.1f} us, add + norm '
+              f'{t_separate * 1e3:7.1f} us, x{t_separate / t_fused:5.1f}', flush=True)
+        ok &= status == 'ok'
+    return ok
 
 
 def check_fp8() -> bool:
@@ -199,4 +230,6 @@ if __name__ == '__main__':
     import sys
     if sys.argv[1:] == ['fp8']:  # the FP8 kernels alone, and the GELU epilogue
         raise SystemExit(0 if check_fp8() & check_gelu_epilogue() else 1)
+    if sys.argv[1:] == ['norms']:  # the norms alone
+        raise SystemExit(0 if check_norms() else 1)
     main()

@@ -12,7 +12,7 @@ mkdir -p "$out"
 export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 ncu --clock-control none --section SpeedOfLight --section LaunchStats --section Occupancy \
   --section WarpStateStats --section MemoryWorkloadAnalysis --section SchedulerStats \
-  -k 'regex:_mqa_kernel|_mqa_combine_kernel|_expert_gemm_kernel|nvjet|_rms_norm_kernel|_geglu_kernel' \
+  -k 'regex:_mqa_kernel|_mqa_combine_kernel|_expert_gemm_kernel|nvjet|_norm_kernel|_geglu_kernel' \
   --launch-count 9 python3 scripts/device/expert_chain.py --once 2>&1 \
   | grep -v '^/opt/' > "$out/ncu_expert_layer.txt"
 rc=${PIPESTATUS[0]}

@@ -43,7 +43,7 @@ def test_kernels_keep_every_stage_output(optimised):
     graph, _, passed, values = optimised
     switched = copy.deepcopy(passed)
     counts = use_kernels(switched)
-    assert counts == {'rms_norm': 3, 'ada_rms_norm': 5, 'rope': 2, 'geglu': 3,
+    assert counts == {'rms_norm': 3, 'layer_norm': 5, 'ada_rms_norm': 5, 'rope': 2, 'geglu': 3,
                       'residual_epilogues': 4, 'attention': 4, 'expert_layer': 2,
                       'flash_attention': 1, 'gelu_epilogue': 2}, counts
     for node_id in ('vision', 'prefix', 'denoise'):
@@ -78,6 +78,30 @@ def test_export_names_the_operators(optimised):
     assert {'lamp.rms_norm.default', 'lamp.ada_linear.default', 'lamp.ada_geglu.default',
             'lamp.gated_linear.default', 'lamp.mqa_attention.default'} <= \
         _exported_targets(optimised, 'denoise')
+
+
+def test_residual_adds_run_in_the_norms(optimised):
+    """Where a GEMM cannot take the residual in its epilogue (the vision's biased out_proj and
+    fc2, the prefix's FP8 down projection), the add runs in the kernel of the norm that reads
+    the sum: the exported programs call `lamp::add_norm`, and no add kernel is left for a
+    residual (the vision's one add is its positions; the prefix's are the CPU's FP8 rounding
+    reference, which the GPU does in `lamp::fp8_rows`)."""
+    graph, _, passed, values = optimised
+    for node_id, fused in (('vision', 2 * len(passed['vision'].blocks)), ('prefix', 1)):
+        switched = {node_id: copy.deepcopy(passed[node_id])}
+        use_kernels(switched)
+        with torch.no_grad():
+            program = torch.export.export(switched[node_id], tuple(_args(graph, node_id, values)),
+                                          strict=False)
+        calls = [n for n in program.graph.nodes if n.op == 'call_function']
+        assert [str(n.target) for n in calls].count('lamp.add_norm.default') == fused, node_id
+        adds = [n.meta.get('stack_trace', '').strip().splitlines()[-1] for n in calls
+                if str(n.target) == 'aten.add.Tensor']
+        if node_id == 'vision':
+            assert len(adds) == 1 and 'self.patches(' in adds[0], adds
+        else:
+            residual = ('pending', 'attend', 'mlp_')
+            assert not [x for x in adds if any(w in x for w in residual)], adds
 
 
 def test_fp8_prefix_exports_its_operator(optimised):

@@ -36,6 +36,18 @@ def test_kernels_match_the_reference(dtype, atol):
     for mod in ((None, None), (scale, shift)):
         torch.testing.assert_close(triton_kernels.rms_norm(x, *mod, 1e-6),
                                    ops.rms_norm_reference(x, *mod, 1e-6), atol=atol, rtol=0)
+    r = torch.randn(2, 5, 200, dtype=dtype) * 3
+    torch.testing.assert_close(triton_kernels.norm(x + 2, 1e-6, center=True),
+                               ops.layer_norm_reference(x + 2, 1e-6), atol=atol, rtol=0)
+    for center in (False, True):
+        got = triton_kernels.norm(x, 1e-6, r, center)
+        want = ops.add_norm_reference(x, r, 1e-6, center)
+        # the sum as the eager add rounds it: in float32 exactly; in bf16 the interpreter
+        # truncates float32 -> bf16 casts (the GPU rounds to nearest, kernels_check.py checks
+        # the sum bit for bit there), so here one bf16 step
+        torch.testing.assert_close(got[0], want[0], atol=0 if dtype == torch.float32 else atol,
+                                   rtol=0)
+        torch.testing.assert_close(got[1], want[1], atol=atol, rtol=0)
     q = torch.randn(2, 7, 96, dtype=dtype)[..., :64].reshape(2, 7, 4, 16)  # q of a merged qkv
     cos, sin = torch.randn(2, 7, 8), torch.randn(2, 7, 8)
     torch.testing.assert_close(triton_kernels.rope(q, cos, sin),

@@ -12,7 +12,7 @@ post_attn_norm -> gate/up, vision norm1 -> q/k/v, norm2 -> fc1, post_norm -> pro
 from torch import nn
 
 from lamp_ros.compiler.passes.base import rewrite
-from lamp_ros.compiler.passes.modules import UnitRMSNorm
+from lamp_ros.compiler.passes.modules import UnitLayerNorm, UnitRMSNorm
 from lamp_ros.policies.gemma import RMSNorm
 
 
@@ -38,8 +38,7 @@ def _fold(owner, attr: str, linears: list) -> str | None:
     if isinstance(norm, nn.LayerNorm) and norm.elementwise_affine:
         for linear in linears:
             _scale_columns(linear, norm.weight, norm.bias)
-        setattr(owner, attr, nn.LayerNorm(norm.normalized_shape, eps=norm.eps,
-                                          elementwise_affine=False))
+        setattr(owner, attr, UnitLayerNorm(norm.eps))
         return 'layer_norms'
     return None  # adaRMS, or folded already
 

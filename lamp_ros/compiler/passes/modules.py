@@ -7,13 +7,15 @@ these layers, which compute exactly what the originals compute until a pass chan
 
 - `FanOut`: linears that read the same input, each making one or more named outputs; merged,
   one linear makes them all and the result is split.
-- `UnitRMSNorm`: RMSNorm whose (1 + weight) scale was folded into the linears it feeds.
+- `UnitRMSNorm`: RMSNorm whose (1 + weight) scale was folded into the linears it feeds;
+  `UnitLayerNorm` the same for a LayerNorm's gamma and beta.
 - `StepAdaRMSNorm`: adaRMS whose scale/shift/gate come from a table indexed by Euler step.
 - `Rotary`: RoPE, computed from positions, or looked up in folded cos/sin tables.
 - `Fp8Linear`: a linear on e4m3 codes with power-of-two scales (FP8 GEMM numbers).
 
 Modules with a `kernel` switch run on lamp_ros's own operators when it is on (kernels/ops.py:
-one fused kernel per norm, RoPE, GeGLU; residual adds in the GEMM epilogue), and an expert
+one fused kernel per norm, RoPE, GeGLU; residual adds in the GEMM epilogue, or in the next
+norm's kernel where the GEMM cannot take them: `add_then_norm`), and an expert
 layer given `ExpertKernels` (expert_kernels.py) runs on the kernels the build measured fastest.
 Only the cuda backend does either (kernels/lowering.py), just before export; the CPU artifacts
 export these modules to ONNX, which knows no `lamp::` operators.
@@ -93,6 +95,8 @@ class FanOut(nn.Module):
 class UnitRMSNorm(nn.Module):
     """x / rms(x) in float32: an RMSNorm whose (1 + weight) now lives in the next linears."""
 
+    CENTER = False
+
     def __init__(self, eps: float):
         super().__init__()
         self.eps = eps
@@ -101,6 +105,30 @@ class UnitRMSNorm(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         norm = kernel_ops.rms_norm if self.kernel else kernel_ops.rms_norm_reference
         return norm(x, None, None, self.eps)
+
+
+class UnitLayerNorm(UnitRMSNorm):
+    """(x - mean) / std in float32: a LayerNorm whose gamma and beta now live in the next
+    linears (nn.LayerNorm without affine, with a kernel switch)."""
+
+    CENTER = True
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        norm = kernel_ops.layer_norm if self.kernel else kernel_ops.layer_norm_reference
+        return norm(x, self.eps)
+
+
+def add_then_norm(norm: nn.Module, x: torch.Tensor, pending) -> tuple:
+    """(x + pending, norm(x + pending)): a residual branch's output added where its sum is
+    normed (pending None: nothing left to add). Unit norms on the kernel path do both in one
+    kernel (`lamp::add_norm`); the stages carry a branch whose GEMM cannot take the residual in
+    its epilogue (a bias epilogue, torch._scaled_mm) to the next norm this way."""
+    if pending is None:
+        return x, norm(x)
+    if isinstance(norm, UnitRMSNorm) and norm.kernel:
+        return kernel_ops.add_norm(x, pending, norm.eps, norm.CENTER)
+    x = x + pending
+    return x, norm(x)
 
 
 class StepAdaRMSNorm(nn.Module):
@@ -386,6 +414,14 @@ class DecoderLayer(nn.Module):
             return add_linear(x, self.mlp.down_proj, self.mlp.hidden(h))
         return torch.addcmul(x, self.mlp(h), gate)
 
+    def mlp_deferred(self, x, h) -> tuple:
+        """(x, mlp(h)) with the add left to the next layer's input norm (add_then_norm) where
+        the GEMM cannot take the residual (torch._scaled_mm, on the kernel path); else
+        (x + mlp(h), None)."""
+        if self.kernel and self.mlp.fp8:
+            return x, self.mlp(h)
+        return self.mlp_add(x, h), None
+
     def norm_readers(self) -> list:
         """[(norm attribute, linears reading its output)]: where a norm's affine can go."""
         out = [('input_norm', self.attn.in_proj.linears())]
@@ -408,13 +444,22 @@ class VisionBlock(nn.Module):
         return [('norm1', self.attn_in.linears()), ('norm2', [self.fc1])]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x, pending = self.deferred(x, None)
+        return x + pending
+
+    def deferred(self, x: torch.Tensor, pending) -> tuple:
+        """The block with its residual adds left to the norms that read their sums: takes and
+        returns (x, a branch output still to be added to x; None: nothing). out_proj's and
+        fc2's bias epilogues leave their GEMMs no room for the residual, so on the kernel path
+        each add runs in the next norm's kernel (add_then_norm) instead of one of its own."""
         b, n, w = x.shape
-        p = self.attn_in(self.norm1(x))
+        x, h = add_then_norm(self.norm1, x, pending)
+        p = self.attn_in(h)
         # (b, n, w) -> (b, heads, n, head_dim)
         q, k, v = (p[name].reshape(b, n, self.num_heads, -1).transpose(1, 2) for name in 'qkv')
         a = F.scaled_dot_product_attention(q, k, v)
-        x = x + self.out_proj(a.transpose(1, 2).reshape(b, n, w))
-        return x + self.fc2(self.hidden(self.norm2(x)))
+        x, h = add_then_norm(self.norm2, x, self.out_proj(a.transpose(1, 2).reshape(b, n, w)))
+        return x, self.fc2(self.hidden(h))
 
     def hidden(self, h: torch.Tensor) -> torch.Tensor:
         """gelu_tanh(fc1(h)). On the kernel path on a GPU, one cuBLASLt GEMM whose epilogue

@@ -12,6 +12,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from lamp_ros.compiler.passes.modules import add_then_norm
 from lamp_ros.policies.pi05 import assemble_prefix, posemb_sincos, suffix_attention
 from lamp_ros.policies.siglip import VisionEncoder
 
@@ -38,9 +39,17 @@ class VisionStage(nn.Module):
     def norm_readers(self) -> list:
         return [('post_norm', [self.projector])]
 
+    patches = VisionEncoder.patches  # the eager encoder's own code over the same names
+
     def forward(self, images: torch.Tensor) -> torch.Tensor:
-        # The eager encoder's own code over the same attribute names: the same math.
-        return VisionEncoder.forward(self, images)
+        # The eager encoder's math, each residual add carried to the norm that reads its sum
+        # (VisionBlock.deferred): on the kernel path one kernel does both.
+        lead = images.shape[:-3]
+        x, pending = self.patches(images), None
+        for block in self.blocks:
+            x, pending = block.deferred(x, pending)
+        _, h = add_then_norm(self.post_norm, x, pending)
+        return self.projector(h).reshape(*lead, x.shape[1], -1)
 
 
 class PrefixStage(nn.Module):
@@ -64,14 +73,19 @@ class PrefixStage(nn.Module):
         ks, vs = [], []
         rotation = self.rotary.prepare(positions)
         bias = attention_bias(self.layers, attn_mask, x.dtype)
+        pending = None  # an MLP output still to be added to x (DecoderLayer.mlp_deferred)
         for layer in self.layers:
-            p = layer.attn.project(layer.input_norm(x), rotation, self.rotary)
+            x, h = add_then_norm(layer.input_norm, x, pending)
+            p = layer.attn.project(h, rotation, self.rotary)
             ks.append(p['k'])
             vs.append(p['v'])
             if layer.kv_only:
+                pending = None
                 continue
             x = layer.attend_add(x, p, attn_mask, bias)
-            x = layer.mlp_add(x, layer.post_attn_norm(x))
+            x, pending = layer.mlp_deferred(x, layer.post_attn_norm(x))
+        if pending is not None:
+            x = x + pending
         if self.final_norm is not None:
             x = self.final_norm(x)
         return torch.stack(ks), torch.stack(vs), prefix_mask
