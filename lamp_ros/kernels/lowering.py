@@ -22,17 +22,20 @@ a fused lamp kernel (kernels/triton_expert.py) with tiles, or its library form, 
 GPU ran fastest at the real shapes (kernels/tuning.py, which keeps the H200's choices in
 kernels/tiles/); `tuning_out` receives the choices, where they came from, and their timings.
 The prefix's attentions get the same choice between `lamp::mqa_flash` (one flash kernel) and
-their two GEMMs around `lamp::masked_softmax`.
+their two GEMMs around `lamp::masked_softmax`, and the vision's and prefix's plain linears a
+choice of how their weights are stored for cuBLAS ((out, in) as nn.Linear, or (in, out):
+`KNLinear`), each timed the same way and recorded with the tiles.
 """
 
 import torch
 
 from lamp_ros.compiler.passes.expert_kernels import LIBRARY, ExpertKernels
 from lamp_ros.compiler.passes.modules import (Attention, DecoderLayer, Fp8Linear, GeGLU,
-                                              Rotary, StepAdaRMSNorm, UnitLayerNorm, UnitRMSNorm,
-                                              VisionBlock)
-from lamp_ros.compiler.passes.stages import ExpertStage, PrefixStage
+                                              KNLinear, Rotary, StepAdaRMSNorm, UnitLayerNorm,
+                                              UnitRMSNorm, VisionBlock)
+from lamp_ros.compiler.passes.stages import ExpertStage, PrefixStage, VisionStage
 from lamp_ros.kernels import tuning
+from lamp_ros.policies.config import CAMERA_SLOTS
 
 SWITCHED = {UnitRMSNorm: 'rms_norm', UnitLayerNorm: 'layer_norm',
             StepAdaRMSNorm: 'ada_rms_norm', Rotary: 'rope', GeGLU: 'geglu',
@@ -66,7 +69,67 @@ def use_kernels(modules: dict, tuning_out: dict | None = None) -> dict:
             fused = flash_prefix_attention(stage, out)
             if fused:
                 counts['flash_attention'] = fused
+        if isinstance(stage, (VisionStage, PrefixStage)):
+            moved = choose_weight_layouts(stage, out)
+            if moved:
+                counts['kn_weights'] = counts.get('kn_weights', 0) + moved
     return counts
+
+
+NK, KN = [0], [1]  # the weight-layout choices' tiles: (out, in) as nn.Linear, or (in, out)
+
+
+def _layout_sites(stage) -> tuple:
+    """(rows of the stage's GEMMs, [(owner, attribute)] of its plain nn.Linears that are only
+    ever called as modules: the vision blocks' q/k/v, out_proj and fc2, the prefix layers'
+    q/k/v. Not fc1, whose GELU epilogue reads its weight, nor the prefix's o, whose residual
+    epilogue does.) The vision's rows are its images' patches, timed at the policy's camera
+    slots."""
+    if isinstance(stage, VisionStage):
+        sites = [(b.attn_in, attr) for b in stage.blocks for attr, _, _ in b.attn_in.parts]
+        sites += [(b, attr) for b in stage.blocks for attr in ('out_proj', 'fc2')]
+        rows = len(CAMERA_SLOTS) * stage.cfg.num_patches
+    else:
+        sites = [(layer.attn.in_proj, attr) for layer in stage.layers
+                 for attr, _, _ in layer.attn.in_proj.parts]
+        rows = stage.cfg.prefix_len
+    return rows, [(owner, attr) for owner, attr in sites
+                  if type(getattr(owner, attr)) is torch.nn.Linear]
+
+
+def choose_weight_layouts(stage, tuning_out: dict) -> int:
+    """Store each plain linear's weight (out, in) as nn.Linear does, or (in, out) (KNLinear),
+    whichever layout cuBLAS ran faster on the build GPU: one choice per GEMM shape, timed at
+    the stage's rows over all its linears of that shape, each on its own weights (from HBM, as
+    in the inference) -> linears now stored (in, out). Off the GPU the layout stays."""
+    rows, sites = _layout_sites(stage)
+    groups = {}
+    for owner, attr in sites:
+        lin = getattr(owner, attr)
+        key = f'linear {rows}x{lin.in_features}->{lin.out_features}' + \
+            (' +bias' if lin.bias is not None else '')
+        groups.setdefault(key, []).append((owner, attr))
+    moved = 0
+    for key, group in groups.items():
+        linears = [getattr(owner, attr) for owner, attr in group]
+        weight = linears[0].weight
+        on_gpu = weight.is_cuda
+        x = torch.randn(rows, weight.shape[1], dtype=weight.dtype, device=weight.device)
+        transposed = [KNLinear(lin) for lin in linears] if on_gpu else []
+
+        def launch(tiles):
+            for lin in transposed if tiles == KN else linears:
+                lin(x)
+
+        choice = tuning.pick([NK, KN], launch, on_gpu, _tile_cache(weight.device).get(key),
+                             calls=len(group))
+        tuning_out[key] = {'tiles': choice.tiles, 'source': choice.source,
+                           'timings': choice.timings}
+        if choice.tiles == KN:
+            for (owner, attr), lin in zip(group, transposed or map(KNLinear, linears)):
+                setattr(owner, attr, lin)
+            moved += len(group)
+    return moved
 
 
 def _tile_cache(device) -> dict:

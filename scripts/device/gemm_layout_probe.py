@@ -16,6 +16,13 @@ Every form runs each GEMM once per layer on that layer's own weights (27 vision 
 layers) in one timed CUDA-graph launch, so the weights come from HBM as in the inference.
 
     python3 scripts/device/gemm_layout_probe.py [--out FILE.json]
+
+Measured on the H200 (2026-12-01, bench/results/h200_weight_layouts/gemm_layout_probe_h200.json),
+us per call, (out, in) as today against (in, out): vision qkv 12.52 / 13.85, out_proj 7.04 /
+6.74, fc1 15.45 / 16.35, fc2 20.16 / 15.87; prefix qkv 17.75 / 17.70, o 16.31 / 16.26; outputs
+equal. So the layout is worth choosing per GEMM (fc2: 0.12 ms an inference), and the lowering
+does (kernels/lowering.py: choose_weight_layouts). The vision's SDPA: cuDNN 9.4 us (the
+default), FlashAttention 11.1, memory-efficient 16.4.
 """
 
 import argparse

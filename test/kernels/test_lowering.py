@@ -12,6 +12,7 @@ from lamp_ros.compiler.passes import PASS_NAMES, run_passes
 from lamp_ros.compiler.passes.expert_kernels import LIBRARY, PARTS
 from lamp_ros.compiler.passes.record import stage_modules
 from lamp_ros.compiler.spec import load_spec
+from lamp_ros.kernels import lowering
 from lamp_ros.kernels.lowering import use_kernels
 from lamp_ros.policies.example import example_observation
 from lamp_ros.trace.from_spec import build_pipeline, trace_pipeline
@@ -104,6 +105,37 @@ def test_residual_adds_run_in_the_norms(optimised):
             assert not [x for x in adds if any(w in x for w in residual)], adds
 
 
+def test_weights_stored_in_out_keep_the_outputs(optimised, monkeypatch):
+    """Where the build GPU ran a GEMM faster with its weight stored (in, out), the linear becomes
+    a KNLinear: the vision's q/k/v, out_proj and fc2 and the prefix's q/k/v here (a tile cache
+    that chose that layout for every shape stands in for the GPU's measurement: on the CPU the
+    lowering keeps nn.Linear's layout untimed). The stages compute what they did and export
+    with the transposed weights as their parameters."""
+    graph, _, passed, values = optimised
+
+    class EveryShapeChoseKN(dict):
+        def get(self, key, default=None):
+            return {'tiles': lowering.KN, 'measured': [str(lowering.NK), str(lowering.KN)]}
+
+    monkeypatch.setattr(lowering, '_tile_cache', lambda device: EveryShapeChoseKN())
+    switched = {n: copy.deepcopy(passed[n]) for n in ('vision', 'prefix')}
+    chosen = {}
+    counts = use_kernels(switched, chosen)
+    sites = sum(len(lowering._layout_sites(passed[n])[1]) for n in ('vision', 'prefix'))
+    assert sites >= 3 * len(passed['vision'].blocks) and counts['kn_weights'] == sites, counts
+    layouts = {k: v for k, v in chosen.items() if k.startswith('linear ')}
+    assert layouts and all(v['tiles'] == [1] and v['source'] == 'tile cache'
+                           for v in layouts.values()), layouts
+    for node_id in ('vision', 'prefix'):
+        args = tuple(_args(graph, node_id, values))
+        with torch.no_grad():
+            program = torch.export.export(switched[node_id], args, strict=False)
+            for got, want in zip(_outputs(program.module(), args),
+                                 _outputs(passed[node_id], args)):
+                torch.testing.assert_close(got, want, atol=2e-5, rtol=0, msg=node_id)
+        assert sum(name.endswith('weight_t') for name in program.state_dict) > 0
+
+
 def test_fp8_prefix_exports_its_operator(optimised):
     """The FP8 prefix MLP on the kernel path: the GeGLU's rows made by `lamp::geglu_fp8` (on
     the CPU its reference; the Fp8Linears stay in float32 numbers: torch._scaled_mm is CUDA's)."""
@@ -138,7 +170,8 @@ def test_prefix_attention_agrees_in_either_form(optimised, flash):
     switched = {'prefix': copy.deepcopy(passed['prefix'])}
     chosen = {}
     use_kernels(switched, chosen)
-    assert [key.split()[0] for key in chosen] == ['prefix_attention']
+    assert [key.split()[0] for key in chosen if not key.startswith('linear ')] == \
+        ['prefix_attention']
     for layer in switched['prefix'].layers:
         if not flash:
             layer.attn.flash_tiles = LIBRARY

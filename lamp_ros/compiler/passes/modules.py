@@ -368,6 +368,29 @@ class GeGLU(nn.Module):
         return self.down_proj.from_rows(*rows(p['gate'], p['up']), x.dtype)
 
 
+class KNLinear(nn.Module):
+    """A linear whose weight is stored (in, out), contiguous: x @ Wt + b is then a plain "NN"
+    GEMM for cuBLAS, where nn.Linear's (out, in) weight makes it "TN". cuBLAS picks its kernel
+    by layout as well as by shape: on the H200 the vision's fc2 (768 x 4304 -> 1152) ran 20.2 us
+    as nn.Linear and 15.9 us so, while its qkv lost 1.3 us (scripts/device/gemm_layout_probe.py).
+    So the cuda lowering measures both layouts per GEMM shape on the build GPU and stores each
+    weight the faster way (kernels/lowering.py: choose_weight_layouts). The same products and
+    sums; cuBLAS may add them in another order."""
+
+    def __init__(self, linear: nn.Linear):
+        super().__init__()
+        self.in_features, self.out_features = linear.in_features, linear.out_features
+        self.weight_t = nn.Parameter(linear.weight.detach().t().contiguous(),
+                                     requires_grad=False)
+        self.bias = linear.bias
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x2 = x.reshape(-1, self.in_features)
+        y = torch.mm(x2, self.weight_t) if self.bias is None \
+            else torch.addmm(self.bias, x2, self.weight_t)
+        return y.view(*x.shape[:-1], self.out_features)
+
+
 def add_linear(residual: torch.Tensor, linear: nn.Linear, x: torch.Tensor) -> torch.Tensor:
     """residual + linear(x) as one GEMM whose epilogue adds the residual (cuBLAS beta = 1)."""
     if linear.bias is not None:
