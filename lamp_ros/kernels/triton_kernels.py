@@ -191,31 +191,26 @@ def fp8_rows(x, up=None):
 
 
 @triton.jit
-def _masked_softmax_kernel(s_ptr, mask_ptr, p_ptr, n_rows, n_cols, heads, scale,
-                           ROWS: tl.constexpr, BLOCK: tl.constexpr):
-    """ROWS rows of scores per program (a token's query heads share its mask row)."""
-    rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
+def _masked_softmax_kernel(s_ptr, mask_ptr, p_ptr, n_cols, heads, scale, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
     cols = tl.arange(0, BLOCK)
-    inside = (rows < n_rows)[:, None] & (cols < n_cols)[None, :]
-    at = rows[:, None] * n_cols + cols[None, :]
-    s = tl.load(s_ptr + at, mask=inside, other=0.0).to(tl.float32) * scale
-    keep = tl.load(mask_ptr + (rows // heads)[:, None] * n_cols + cols[None, :], mask=inside,
-                   other=0)
+    inside = cols < n_cols
+    s = tl.load(s_ptr + row * n_cols + cols, mask=inside, other=0.0).to(tl.float32) * scale
+    keep = tl.load(mask_ptr + (row // heads) * n_cols + cols, mask=inside, other=0)
     s = tl.where(keep != 0, s, -3.4028234663852886e38)  # the eager code's finite fill
     s = tl.where(inside, s, float('-inf'))
-    e = tl.exp(s - tl.max(s, axis=1)[:, None])  # rows past the end: NaN, never stored
-    p = e / tl.sum(e, axis=1)[:, None]
-    tl.store(p_ptr + at, p.to(p_ptr.dtype.element_ty), mask=inside)
+    e = tl.exp(s - tl.max(s, axis=0))
+    p = e / tl.sum(e, axis=0)
+    tl.store(p_ptr + row * n_cols + cols, p.to(p_ptr.dtype.element_ty), mask=inside)
 
 
-def masked_softmax(scores, mask, heads, scale, rows_per_program=1, warps=None):
+def masked_softmax(scores, mask, heads, scale):
     scores = scores.contiguous()
     keep = mask.contiguous().view(torch.uint8)
     n = scores.shape[-1]
-    n_rows = scores.numel() // n
     out = torch.empty_like(scores)
     block = triton.next_power_of_2(n)
-    _masked_softmax_kernel[(triton.cdiv(n_rows, rows_per_program),)](
-        scores, keep, out, n_rows, n, heads, scale, ROWS=rows_per_program, BLOCK=block,
-        num_warps=warps or (8 if block * rows_per_program >= 2048 else 4))
+    _masked_softmax_kernel[(scores.numel() // n,)](scores, keep, out, n, heads, scale,
+                                                   BLOCK=block,
+                                                   num_warps=8 if block >= 2048 else 4)
     return out
