@@ -4,7 +4,7 @@ Timing itself needs the GPU (scripts/device/kernels_check.py and every cuda buil
 import json
 
 from lamp_ros.compiler.passes.expert_kernels import LIBRARY
-from lamp_ros.kernels import tuning
+from lamp_ros.kernels import lowering, tuning
 from lamp_ros.policies.config import get_preset
 
 
@@ -46,6 +46,14 @@ def test_the_h200_cache_covers_pi05_full_with_current_candidates():
         f'prefix_attention {cfg.prefix_len}x{cfg.llm.num_heads}x{cfg.llm.head_dim}':
             tuning.flash_candidates(),
     }
+    # the weight layouts of the vision's and prefix's plain linears (lowering.KN / NK)
+    v, llm = cfg.vision, cfg.llm
+    patches, kv = len(cfg.camera_slots) * v.num_patches, 2 * llm.num_kv_heads * llm.head_dim
+    for shape in (f'{patches}x{v.width}->{3 * v.width} +bias', f'{patches}x{v.width}->{v.width} '
+                  f'+bias', f'{patches}x{v.mlp_dim}->{v.width} +bias',
+                  f'{cfg.prefix_len}x{llm.width}->{llm.num_heads * llm.head_dim + kv}',
+                  f'{cfg.prefix_len}x{llm.width}->{kv}'):
+        candidates[f'linear {shape}'] = [lowering.NK, lowering.KN]
     assert set(cache['tiles']) == set(candidates)
     for key, tiles in cache['tiles'].items():
         assert tiles == LIBRARY or tiles in candidates[key], key
