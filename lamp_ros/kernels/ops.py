@@ -109,6 +109,21 @@ def _(x, cos, sin):
     return torch.empty(x.shape, dtype=x.dtype, device=x.device)
 
 
+@torch.library.custom_op('lamp::rope_qk', mutates_args=())
+def rope_qk(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor,
+            sin: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """q (b, n, heads, d) and k (b, n, kv_heads, d) of the same tokens rotated in one launch."""
+    if q.is_cuda:
+        return _triton().rope(q, cos, sin, k)
+    return rope_reference(q, cos, sin), rope_reference(k, cos, sin)
+
+
+@rope_qk.register_fake
+def _(q, k, cos, sin):
+    return (torch.empty(q.shape, dtype=q.dtype, device=q.device),
+            torch.empty(k.shape, dtype=k.dtype, device=k.device))
+
+
 # ---- geglu: gelu_tanh(gate) * up ----
 
 @torch.library.custom_op('lamp::geglu', mutates_args=())
@@ -375,6 +390,6 @@ def _(q, k, v, mask, heads, scale, tiles):
 
 
 OPERATORS = ('lamp::rms_norm', 'lamp::layer_norm', 'lamp::add_norm', 'lamp::rope',
-             'lamp::geglu', 'lamp::fp8_rows', 'lamp::geglu_fp8', 'lamp::masked_softmax',
-             'lamp::ada_linear', 'lamp::ada_geglu', 'lamp::gated_linear', 'lamp::mqa_attention',
-             'lamp::mqa_flash')
+             'lamp::rope_qk', 'lamp::geglu', 'lamp::fp8_rows', 'lamp::geglu_fp8',
+             'lamp::masked_softmax', 'lamp::ada_linear', 'lamp::ada_geglu', 'lamp::gated_linear',
+             'lamp::mqa_attention', 'lamp::mqa_flash')

@@ -93,33 +93,51 @@ def rms_norm(x, scale, shift, eps, pdl=0):
 
 
 @triton.jit
-def _rope_kernel(x_ptr, y_ptr, cos_ptr, sin_ptr, stride_token, stride_head, heads, half,
-                 BLOCK: tl.constexpr):
+def _rope_kernel(x_ptr, y_ptr, x2_ptr, y2_ptr, cos_ptr, sin_ptr, stride_token, stride_head,
+                 stride2_token, stride2_head, heads, heads2, half, BLOCK: tl.constexpr):
+    """One (token, head) per program; heads past `heads` are a second tensor's (k beside q:
+    one launch rotates both)."""
     token = tl.program_id(0)
     head = tl.program_id(1)
     cols = tl.arange(0, BLOCK)
     inside = cols < half
-    src = x_ptr + token * stride_token + head * stride_head
+    if head < heads:
+        src = x_ptr + token * stride_token + head * stride_head
+        dst = y_ptr + (token * heads + head) * 2 * half
+    else:
+        src = x2_ptr + token * stride2_token + (head - heads) * stride2_head
+        dst = y2_ptr + (token * heads2 + head - heads) * 2 * half
     x1 = tl.load(src + cols, mask=inside, other=0.0).to(tl.float32)
     x2 = tl.load(src + half + cols, mask=inside, other=0.0).to(tl.float32)
     cos = tl.load(cos_ptr + token * half + cols, mask=inside, other=0.0)
     sin = tl.load(sin_ptr + token * half + cols, mask=inside, other=0.0)
-    dst = y_ptr + (token * heads + head) * 2 * half
     dtype = y_ptr.dtype.element_ty
     tl.store(dst + cols, (x1 * cos - x2 * sin).to(dtype), mask=inside)
     tl.store(dst + half + cols, (x2 * cos + x1 * sin).to(dtype), mask=inside)
 
 
-def rope(x, cos, sin):
+def _token_rows(x):
+    """x (b, n, heads, d) with unit stride along d and tokens evenly spaced (views of a merged
+    GEMM's output are), else a contiguous copy."""
+    b, n, _, _ = x.shape
+    return x if x.stride(3) == 1 and x.stride(0) == n * x.stride(1) else x.contiguous()
+
+
+def rope(x, cos, sin, x2=None):
+    """x (and x2, the same tokens' other heads) rotated -> contiguous copies: one launch."""
+    x = _token_rows(x)
+    x2 = _token_rows(x2) if x2 is not None else None
     b, n, heads, d = x.shape
-    if x.stride(3) != 1 or x.stride(0) != n * x.stride(1):
-        x = x.contiguous()
     cos, sin = cos.float().contiguous(), sin.float().contiguous()
     out = torch.empty((b, n, heads, d), dtype=x.dtype, device=x.device)
+    out2 = torch.empty(x2.shape, dtype=x2.dtype, device=x2.device) if x2 is not None else out
+    other = x2 if x2 is not None else x
+    heads2 = x2.shape[2] if x2 is not None else 0
     half = d // 2
-    _rope_kernel[(b * n, heads)](x, out, cos, sin, x.stride(1), x.stride(2), heads, half,
-                                 BLOCK=triton.next_power_of_2(half), num_warps=2)
-    return out
+    _rope_kernel[(b * n, heads + heads2)](
+        x, out, other, out2, cos, sin, x.stride(1), x.stride(2), other.stride(1),
+        other.stride(2), heads, heads2, half, BLOCK=triton.next_power_of_2(half), num_warps=2)
+    return out if x2 is None else (out, out2)
 
 
 @triton.jit

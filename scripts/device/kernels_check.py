@@ -42,6 +42,16 @@ def main() -> None:
         angle = pos.float()[..., None] * freq
         ok &= check(f'rope {n}x{heads}x256', triton_kernels.rope, ops.rope_reference,
                     (q, angle.cos(), angle.sin()), 0.07)
+        k = qkv[..., heads * 256:(heads + 1) * 256].reshape(1, n, 1, 256)
+        c, s_ = angle.cos(), angle.sin()
+        pair = lambda: triton_kernels.rope(q, c, s_, k)  # noqa: E731
+        apart = lambda: (triton_kernels.rope(q, c, s_), triton_kernels.rope(k, c, s_))  # noqa
+        same = all(torch.equal(a, b) for a, b in zip(pair(), apart()))
+        t_pair, t_apart = tuning.gpu_time_ms(pair), tuning.gpu_time_ms(apart)
+        print(f'rope_qk {n}x({heads}+1)x256{"":13s} equal to two launches {same} '
+              f'({"ok" if same else "MISMATCH"}); kernel {t_pair * 1e3:7.1f} us, two launches '
+              f'{t_apart * 1e3:7.1f} us, x{t_apart / t_pair:5.1f}', flush=True)
+        ok &= same
     for n, m in ((968, 16384), (50, 4096)):
         gate, up = torch.randn(1, n, 2 * m, dtype=bf16, device=dev).split(m, -1)
         ok &= check(f'geglu {n}x{m}', triton_kernels.geglu, ops.geglu_reference, (gate, up), 0.3)

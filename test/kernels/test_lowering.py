@@ -136,6 +136,15 @@ def test_weights_stored_in_out_keep_the_outputs(optimised, monkeypatch):
         assert sum(name.endswith('weight_t') for name in program.state_dict) > 0
 
 
+def test_prefix_rotates_q_and_k_in_one_launch(optimised):
+    """Each prefix layer's q and k go through one `lamp::rope_qk`; the K/V-only layer's k
+    through `lamp::rope` (the program computes the passes' stage: _exported_targets checks)."""
+    _, _, passed, _ = optimised
+    targets = _exported_targets(optimised, 'prefix')
+    assert 'lamp.rope_qk.default' in targets
+    assert ('lamp.rope.default' in targets) == any(x.kv_only for x in passed['prefix'].layers)
+
+
 def test_fp8_prefix_exports_its_operator(optimised):
     """The FP8 prefix MLP on the kernel path: the GeGLU's rows made by `lamp::geglu_fp8` (on
     the CPU its reference; the Fp8Linears stay in float32 numbers: torch._scaled_mm is CUDA's)."""

@@ -52,6 +52,10 @@ def test_kernels_match_the_reference(dtype, atol):
     cos, sin = torch.randn(2, 7, 8), torch.randn(2, 7, 8)
     torch.testing.assert_close(triton_kernels.rope(q, cos, sin),
                                ops.rope_reference(q, cos, sin), atol=atol, rtol=0)
+    k = torch.randn(2, 7, 96, dtype=dtype)[..., 64:80].reshape(2, 7, 1, 16)  # its k, beside q
+    for got, want in zip(triton_kernels.rope(q, cos, sin, k),
+                         (ops.rope_reference(q, cos, sin), ops.rope_reference(k, cos, sin))):
+        torch.testing.assert_close(got, want, atol=atol, rtol=0)
     gate, up = torch.randn(3, 2 * 1500, dtype=dtype).split(1500, -1)
     torch.testing.assert_close(triton_kernels.geglu(gate, up), ops.geglu_reference(gate, up),
                                atol=atol * 4, rtol=0)

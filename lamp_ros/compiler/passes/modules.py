@@ -174,6 +174,12 @@ class Rotary(nn.Module):
             return self(x, prepared)
         return kernel_ops.rope(x, *prepared)
 
+    def rotate_qk(self, q: torch.Tensor, k: torch.Tensor, prepared) -> tuple:
+        """q and k of the same tokens rotated; on the kernel path in one launch."""
+        if not self.kernel:
+            return self(q, prepared), self(k, prepared)
+        return kernel_ops.rope_qk(q, k, *prepared)
+
     def fold(self, first: int, last: int, device=None) -> None:
         """Tabulate cos/sin for positions first..last with the very ops `gemma.rope` runs,
         on the device the stage runs on (a CPU table in a GPU graph would not export)."""
@@ -207,10 +213,12 @@ class Attention(nn.Module):
         b, n, _ = x.shape
         c = self.cfg
         heads = {'q': c.num_heads, 'k': c.num_kv_heads, 'v': c.num_kv_heads}
-        out = {}
-        for name, y in self.in_proj(x).items():
-            y = y.reshape(b, n, heads[name], c.head_dim)
-            out[name] = y if name == 'v' else rotary.rotate(y, rotation)
+        out = {name: y.reshape(b, n, heads[name], c.head_dim)
+               for name, y in self.in_proj(x).items()}
+        if 'q' in out:
+            out['q'], out['k'] = rotary.rotate_qk(out['q'], out['k'], rotation)
+        else:  # a K/V-only layer
+            out['k'] = rotary.rotate(out['k'], rotation)
         return out
 
     @property
