@@ -205,6 +205,24 @@ def _(x):
     return _fp8_fake(x)
 
 
+@torch.library.custom_op('lamp::rms_norm_fp8', mutates_args=())
+def rms_norm_fp8(x: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """The unit RMSNorm of x, in x's dtype, as FP8 rows in one pass (what an FP8 GEMM after
+    the norm reads; the normed rows are never stored)."""
+    if x.is_cuda:
+        return _triton().fp8_rows(x, eps=eps)
+    return rms_norm_fp8_reference(x, eps)
+
+
+def rms_norm_fp8_reference(x, eps):
+    return fp8_rows_reference(rms_norm_reference(x, None, None, eps))
+
+
+@rms_norm_fp8.register_fake
+def _(x, eps):
+    return _fp8_fake(x)
+
+
 @torch.library.custom_op('lamp::geglu_fp8', mutates_args=())
 def geglu_fp8(gate: torch.Tensor, up: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """gelu_tanh(gate) * up as FP8 rows in one pass (the product never stored in bf16)."""
@@ -390,6 +408,6 @@ def _(q, k, v, mask, heads, scale, tiles):
 
 
 OPERATORS = ('lamp::rms_norm', 'lamp::layer_norm', 'lamp::add_norm', 'lamp::rope',
-             'lamp::rope_qk', 'lamp::geglu', 'lamp::fp8_rows', 'lamp::geglu_fp8',
-             'lamp::masked_softmax', 'lamp::ada_linear', 'lamp::ada_geglu', 'lamp::gated_linear',
-             'lamp::mqa_attention', 'lamp::mqa_flash')
+             'lamp::rope_qk', 'lamp::geglu', 'lamp::fp8_rows', 'lamp::rms_norm_fp8',
+             'lamp::geglu_fp8', 'lamp::masked_softmax', 'lamp::ada_linear', 'lamp::ada_geglu',
+             'lamp::gated_linear', 'lamp::mqa_attention', 'lamp::mqa_flash')

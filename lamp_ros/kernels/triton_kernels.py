@@ -172,9 +172,10 @@ def geglu(gate, up, pdl=0):
 
 
 @triton.jit
-def _fp8_rows_kernel(x_ptr, up_ptr, codes_ptr, scale_ptr, stride_x, stride_up, n_cols,
-                     GEGLU: tl.constexpr, BLOCK: tl.constexpr):
-    """One row per program: the row (or gelu_tanh(gate) * up) in float32, its power-of-two
+def _fp8_rows_kernel(x_ptr, up_ptr, codes_ptr, scale_ptr, stride_x, stride_up, n_cols, eps,
+                     GEGLU: tl.constexpr, NORM: tl.constexpr, BLOCK: tl.constexpr):
+    """One row per program: the row (or gelu_tanh(gate) * up, or the row's unit RMSNorm
+    rounded to the row's dtype as the norm kernel stores it) in float32, its power-of-two
     scale from the largest magnitude's exponent bits (ops.fp8_scale: amax / scale in
     (224, 448]), then the codes, rounded to nearest even by the cast."""
     row = tl.program_id(0)
@@ -184,6 +185,9 @@ def _fp8_rows_kernel(x_ptr, up_ptr, codes_ptr, scale_ptr, stride_x, stride_up, n
     if GEGLU:
         u = tl.load(up_ptr + row * stride_up + cols, mask=inside, other=0.0).to(tl.float32)
         x = gelu_tanh(x) * u
+    if NORM:
+        x = x * tl.rsqrt(tl.sum(x * x, axis=0) / n_cols + eps)
+        x = x.to(x_ptr.dtype.element_ty).to(tl.float32)
     amax = tl.maximum(tl.max(tl.abs(x), axis=0), 7.888609052210118e-31)  # 2^-100
     bits = amax.to(tl.int32, bitcast=True)
     e = ((bits >> 23) & 0xFF) - 127 - 8 + ((bits & 0x7FFFFF) > 0x600000).to(tl.int32)
@@ -193,9 +197,9 @@ def _fp8_rows_kernel(x_ptr, up_ptr, codes_ptr, scale_ptr, stride_x, stride_up, n
     tl.store(codes_ptr + row * n_cols + cols, codes.to(codes_ptr.dtype.element_ty), mask=inside)
 
 
-def fp8_rows(x, up=None):
-    """x (..., K) [GeGLU'd with up] -> (codes (..., K) float8_e4m3fn, scale (..., 1) float32);
-    see ops.fp8_rows."""
+def fp8_rows(x, up=None, eps=None):
+    """x (..., K) [GeGLU'd with up] [RMS-normed with eps] -> (codes (..., K) float8_e4m3fn,
+    scale (..., 1) float32); see ops.fp8_rows."""
     a = rows(x)
     u = rows(up) if up is not None else a
     m, n = a.shape
@@ -203,7 +207,8 @@ def fp8_rows(x, up=None):
     scale = torch.empty((m, 1), dtype=torch.float32, device=x.device)
     block = triton.next_power_of_2(n)
     _fp8_rows_kernel[(m,)](a, u, codes, scale, a.stride(0), u.stride(0), n,
-                           GEGLU=up is not None, BLOCK=block,
+                           0.0 if eps is None else eps, GEGLU=up is not None,
+                           NORM=eps is not None, BLOCK=block,
                            num_warps=max(4, min(16, block // 1024)))
     return codes.view(*x.shape), scale.view(*x.shape[:-1], 1)
 

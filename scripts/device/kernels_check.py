@@ -114,7 +114,9 @@ def check_fp8() -> bool:
     for name, fast, reference, args, allowed in (
             ('fp8_rows 968x2048', triton_kernels.fp8_rows, ops.fp8_rows_reference, (x,), 0),
             ('geglu_fp8 968x16384', triton_kernels.fp8_rows, ops.geglu_fp8_reference,
-             (gate, up), 1e-5)):
+             (gate, up), 1e-5),
+            ('rms_norm_fp8 968x2048', lambda v: triton_kernels.fp8_rows(v, eps=1e-6),
+             lambda v: ops.rms_norm_fp8_reference(v, 1e-6), (x,), 1e-5)):
         (codes, scale), (want_codes, want_scale) = fast(*args), reference(*args)
         differ = int((codes.float() != want_codes).sum())
         steps = float(ops.e4m3_steps(codes.float(), want_codes).max())

@@ -150,6 +150,8 @@ def test_fp8_prefix_exports_its_operator(optimised):
     the CPU its reference; the Fp8Linears stay in float32 numbers: torch._scaled_mm is CUDA's)."""
     targets = _exported_targets(optimised, 'prefix')
     assert 'lamp.geglu_fp8.default' in targets and 'lamp.geglu.default' not in targets
+    # the MLP's input rows come from its norm's kernel, quantised there
+    assert 'lamp.rms_norm_fp8.default' in targets and 'lamp.fp8_rows.default' not in targets
 
 
 @pytest.mark.parametrize('form', ['fused', 'library', 'mixed'])

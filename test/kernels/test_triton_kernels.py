@@ -78,9 +78,12 @@ def test_fp8_rows_match_the_reference():
     x = torch.randn(5, 3000) * torch.logspace(-3, 3, 5)[:, None]
     x[2] = 0  # an all-zero row: zero codes, a finite scale
     gate, up = torch.randn(4, 2 * 1500).split(1500, -1)
+    normed = x[[0, 1, 3, 4]]  # rms_norm_fp8 (float32 here; bf16 on the GPU: kernels_check.py)
+    norm_fp8 = ops.rms_norm_fp8_reference(normed, 1e-6)
     for (codes, scale), (want, want_scale) in (
             (triton_kernels.fp8_rows(x), ops.fp8_rows_reference(x)),
-            (triton_kernels.fp8_rows(gate, up), ops.geglu_fp8_reference(gate, up))):
+            (triton_kernels.fp8_rows(gate, up), ops.geglu_fp8_reference(gate, up)),
+            (triton_kernels.fp8_rows(normed, eps=1e-6), norm_fp8)):
         assert codes.dtype == torch.float8_e4m3fn and torch.equal(scale, want_scale)
         got = codes.float()
         carried = (got * 2 == want) & (torch.frexp(want)[0].abs() == 0.5)

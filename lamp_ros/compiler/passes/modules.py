@@ -49,9 +49,16 @@ class FanOut(nn.Module):
             self.parts.append((proj_name(names), tuple(names), tuple(sizes)))
 
     def forward(self, x: torch.Tensor) -> dict:
+        return self._named(lambda linear: linear(x))
+
+    def from_rows(self, codes: torch.Tensor, row_scale: torch.Tensor, dtype) -> dict:
+        """forward of input rows already quantised for Fp8Linears (every linear is one)."""
+        return self._named(lambda linear: linear.from_rows(codes, row_scale, dtype))
+
+    def _named(self, run) -> dict:
         out = {}
         for attr, names, sizes in self.parts:
-            y = getattr(self, attr)(x)
+            y = run(getattr(self, attr))
             out.update(zip(names, y.split(sizes, dim=-1)) if len(names) > 1 else {names[0]: y})
         return out
 
@@ -368,12 +375,23 @@ class GeGLU(nn.Module):
         pass as the GeGLU (never stored in the stage precision)."""
         return isinstance(self.down_proj, Fp8Linear)
 
+    @property
+    def fp8_in(self) -> bool:
+        """gate/up are Fp8Linears too: the MLP can start from quantised input rows."""
+        return all(isinstance(lin, Fp8Linear) for lin in self.in_proj.linears())
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if not self.fp8:
             return self.down_proj(self.hidden(x))
-        p = self.in_proj(x)
+        return self._fp8_down(self.in_proj(x), x.dtype)
+
+    def from_rows(self, codes: torch.Tensor, row_scale: torch.Tensor, dtype) -> torch.Tensor:
+        """forward of input rows already quantised (fp8 and fp8_in)."""
+        return self._fp8_down(self.in_proj.from_rows(codes, row_scale, dtype), dtype)
+
+    def _fp8_down(self, p: dict, dtype) -> torch.Tensor:
         rows = kernel_ops.geglu_fp8 if self.kernel else kernel_ops.geglu_fp8_reference
-        return self.down_proj.from_rows(*rows(p['gate'], p['up']), x.dtype)
+        return self.down_proj.from_rows(*rows(p['gate'], p['up']), dtype)
 
 
 class KNLinear(nn.Module):
@@ -445,13 +463,18 @@ class DecoderLayer(nn.Module):
             return add_linear(x, self.mlp.down_proj, self.mlp.hidden(h))
         return torch.addcmul(x, self.mlp(h), gate)
 
-    def mlp_deferred(self, x, h) -> tuple:
-        """(x, mlp(h)) with the add left to the next layer's input norm (add_then_norm) where
-        the GEMM cannot take the residual (torch._scaled_mm, on the kernel path); else
-        (x + mlp(h), None)."""
-        if self.kernel and self.mlp.fp8:
-            return x, self.mlp(h)
-        return self.mlp_add(x, h), None
+    def mlp_deferred(self, x) -> tuple:
+        """(x, mlp(post_attn_norm(x))) with the add left to the next layer's input norm
+        (add_then_norm) where the GEMM cannot take the residual (torch._scaled_mm, on the
+        kernel path); else (x + mlp(post_attn_norm(x)), None). On that path, with gate/up in
+        FP8 too, one kernel norms x and makes the FP8 rows they read (`lamp::rms_norm_fp8`):
+        the normed rows are never stored."""
+        norm = self.post_attn_norm
+        if not (self.kernel and self.mlp.fp8):
+            return self.mlp_add(x, norm(x)), None
+        if type(norm) is UnitRMSNorm and norm.kernel and self.mlp.fp8_in:
+            return x, self.mlp.from_rows(*kernel_ops.rms_norm_fp8(x, norm.eps), x.dtype)
+        return x, self.mlp(norm(x))
 
     def norm_readers(self) -> list:
         """[(norm attribute, linears reading its output)]: where a norm's affine can go."""

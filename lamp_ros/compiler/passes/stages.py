@@ -83,7 +83,7 @@ class PrefixStage(nn.Module):
                 pending = None
                 continue
             x = layer.attend_add(x, p, attn_mask, bias)
-            x, pending = layer.mlp_deferred(x, layer.post_attn_norm(x))
+            x, pending = layer.mlp_deferred(x)
         if pending is not None:
             x = x + pending
         if self.final_norm is not None:
