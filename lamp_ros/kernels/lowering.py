@@ -1,20 +1,20 @@
 """Switch model stages in the passes' form onto lamp_ros's kernels (the cuda backend's lowering).
 
 What changes, per stage: unit RMSNorms and per-step adaRMS norms become `lamp::rms_norm` (one
-kernel instead of six), the vision's affine-free LayerNorms `lamp::layer_norm`, a norm that
-reads a residual sum whose GEMM could not add the residual (a bias epilogue, FP8)
-`lamp::add_norm` (the add and the norm in one kernel), RoPE becomes `lamp::rope` with the
-cos/sin rows gathered once per stage call instead of per layer, GeGLU becomes `lamp::geglu`,
-and residual adds move into the GEMM epilogue (`addmm` with beta = 1; `addcmul` where the
-adaRMS gate scales the branch), FP8 linears (the fp8_prefix_mlp pass) of a bf16 stage become
-float8 codes for torch._scaled_mm with their rows quantised by `lamp::fp8_rows` /
-`lamp::geglu_fp8`, and an attention fused by its pass with one K/V head becomes two GEMMs
-with every query head as rows around `lamp::masked_softmax` (on the H200 the fused cuDNN
-kernel, given one (batch, head) of work, ran 93 us per call at the expert's 50 queries: 53% of
-the inference), and the vision blocks' fc1 takes its GELU in the cuBLASLt epilogue (on a GPU;
-VisionBlock.hidden). Stages still in the eager form (no graph pass ran) are left alone. The
-numbers are those of the float32 reference code, rounded once instead of after every op, so
-parity holds at the group precision.
+kernel instead of six), the vision's affine-free LayerNorms `lamp::layer_norm`, a norm that reads a
+residual sum whose GEMM could not add the residual (a bias epilogue, FP8) `lamp::add_norm` (the add
+and the norm in one kernel), RoPE becomes `lamp::rope` with the cos/sin rows gathered once per
+stage call instead of per layer (`lamp::rope_qk`: a layer's q and k in one launch), GeGLU becomes
+`lamp::geglu`, and residual adds move into the GEMM epilogue (`addmm` with beta = 1; `addcmul`
+where the adaRMS gate scales the branch), FP8 linears (the fp8_prefix_mlp pass) of a bf16 stage
+become float8 codes for torch._scaled_mm with their rows quantised by `lamp::fp8_rows`,
+`lamp::rms_norm_fp8` (the norm before them, in the same pass) or `lamp::geglu_fp8`, and an
+attention fused by its pass with one K/V head becomes two GEMMs with every query head as rows
+around `lamp::masked_softmax` (on the H200 the fused cuDNN kernel, given one (batch, head) of work,
+ran 93 us per call at the expert's 50 queries: 53% of the inference), and the vision blocks' fc1
+takes its GELU in the cuBLASLt epilogue (on a GPU; VisionBlock.hidden). Stages still in the eager
+form (no graph pass ran) are left alone. The numbers are those of the float32 reference code,
+rounded once instead of after every op, so parity holds at the group precision.
 
 Then every expert layer in the passes' final form (adaRMS tables, merged q/k/v and gate/up, one
 K/V head) gets its `ExpertKernels` (compiler/passes/expert_kernels.py): five parts, each either

@@ -472,7 +472,8 @@ class DecoderLayer(nn.Module):
         norm = self.post_attn_norm
         if not (self.kernel and self.mlp.fp8):
             return self.mlp_add(x, norm(x)), None
-        if type(norm) is UnitRMSNorm and norm.kernel and self.mlp.fp8_in:
+        if isinstance(norm, UnitRMSNorm) and not norm.CENTER and norm.kernel \
+                and self.mlp.fp8_in:
             return x, self.mlp.from_rows(*kernel_ops.rms_norm_fp8(x, norm.eps), x.dtype)
         return x, self.mlp(norm(x))
 
