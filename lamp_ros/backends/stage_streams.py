@@ -11,7 +11,8 @@ large GEMMs.
 Two things make that possible, both on the loaded program's FX graph (torch.fx only):
 - `read_stacked_parts`: the prefix hands the expert its cache as `stack(ks)` and every expert
   layer reads `select(cache, 0, i)`, which joins all layers' K/V in one copy the expert waits
-  for. Reading `ks[i]` directly (contiguous, as the slice was) removes the join and the copy.
+  for. Reading `ks[i]` directly (contiguous, as the slice was, unless only the fused attention
+  reads it: it takes any stride) removes the join and the copy.
 - `schedule`: every operator of a side stage goes on stream 1, everything else on stream 0
   (the capture stream); for each operator, the producers on the other stream it must wait for,
   keeping only the newest per stream (a wait for a later event covers the earlier ones).
@@ -40,11 +41,21 @@ def _is_op(node, op) -> bool:
     return node.op == 'call_function' and node.target is op
 
 
+def _reads_any_stride(node) -> bool:
+    """An operator that reads its K/V rows at whatever token stride they come (lamp's fused
+    expert attention: its kernel takes the stride), so a strided part needs no copy for it."""
+    import torch
+    import lamp_ros.kernels.ops  # noqa: F401  (registers the lamp:: operators)
+    return _is_op(node, torch.ops.lamp.mqa_attention.default)
+
+
 def read_stacked_parts(graph) -> int:
     """Rewrite select(stack(parts, 0), 0, i) into parts[i] where every reader of the stack is
     such a select; returns how many stacks went. A part that is not contiguous is copied once,
     right after it is made and in its own stage, so readers see the layout the slice of the
-    stack had (a copy per reader would repeat it in every Euler step)."""
+    stack had (a copy per reader would repeat it in every Euler step); unless every reader of
+    it is an operator that takes rows at any stride (`_reads_any_stride`: the expert's fused
+    attention reads V where the prefix's q/k/v GEMM left it), which then needs no copy."""
     import torch
     aten = torch.ops.aten
     removed = 0
@@ -58,21 +69,22 @@ def read_stacked_parts(graph) -> int:
                 _is_op(r, aten.select.int) and r.args[1] == 0 and isinstance(r.args[2], int)
                 for r in readers):
             continue
-        contiguous = {}
+        by_index = {}
         for reader in readers:
-            index = reader.args[2] % len(parts)
-            if index not in contiguous:
-                part = parts[index]
-                value = part.meta.get('val')
-                if value is None or not value.is_contiguous():
-                    with graph.inserting_after(part):
-                        copy = graph.call_function(aten.clone.default, (part,),
-                                                   {'memory_format': torch.contiguous_format})
-                    copy.meta.update(part.meta)
-                    part = copy
-                contiguous[index] = part
-            reader.replace_all_uses_with(contiguous[index])
-            graph.erase_node(reader)
+            by_index.setdefault(reader.args[2] % len(parts), []).append(reader)
+        for index, selects in by_index.items():
+            part = parts[index]
+            value = part.meta.get('val')
+            strided_ok = all(_reads_any_stride(user) for s in selects for user in s.users)
+            if (value is None or not value.is_contiguous()) and not strided_ok:
+                with graph.inserting_after(part):
+                    copy = graph.call_function(aten.clone.default, (part,),
+                                               {'memory_format': torch.contiguous_format})
+                copy.meta.update(part.meta)
+                part = copy
+            for reader in selects:
+                reader.replace_all_uses_with(part)
+                graph.erase_node(reader)
         graph.erase_node(stack)
         removed += 1
     return removed

@@ -69,12 +69,52 @@ def test_stacked_cache_is_read_from_its_parts_bit_for_bit(program):
     got = _run(module, args)
     for a, b in zip(got, want):
         assert torch.equal(a, b)
-    # a part that was not contiguous is copied once, where the prefix made it (capture
-    # stream), not once per expert layer and Euler step
-    copies = [n for n in module.graph.nodes if n.target is aten.clone.default
-              and n.kwargs.get('memory_format') is torch.contiguous_format]
+    # only the fused attention reads the parts, at any stride: a strided V needs no copy
+    assert not _contiguous_copies(module)
+    strided = [p for p in _cache_parts(module) if not p.meta['val'].is_contiguous()]
+    assert strided and all(u.target is torch.ops.lamp.mqa_attention.default
+                           for p in strided for u in p.users if u.op == 'call_function'
+                           and stage_streams.node_stage(u) == 'denoise')
+
+
+def _contiguous_copies(module) -> list:
+    return [n for n in module.graph.nodes if n.target is aten.clone.default
+            and n.kwargs.get('memory_format') is torch.contiguous_format]
+
+
+def _cache_parts(module) -> list:
+    """The prefix's K/V parts the expert's attentions read."""
+    attentions = [n for n in module.graph.nodes
+                  if n.target is torch.ops.lamp.mqa_attention.default]
+    return list({part: None for n in attentions for part in n.args[1:3]})
+
+
+def test_a_strided_part_other_readers_read_is_copied_once(program, tmp_path):
+    """With the expert's attention in its library form (torch ops that were traced on the
+    contiguous slice of the stack), a part that is not contiguous is copied once, where the
+    prefix made it (capture stream), not once per expert layer and Euler step."""
+    group, exported, args = program
+    module = exported.module()
+    for node in module.graph.nodes:  # the attention's readers as a library op would take them
+        if node.target is torch.ops.lamp.mqa_attention.default:
+            node.target = _library_attention
+    module.recompile()
+    want = _run(module, args)
+    assert stage_streams.read_stacked_parts(module.graph) == 2
+    module.graph.lint()
+    module.recompile()
+    copies = _contiguous_copies(module)
     assert copies and all(stage_streams.node_stage(n) == 'prefix' for n in copies)
     assert len(copies) <= 2 * 2  # at most one per part: 2 layers x (K, V) in pi05_tiny
+    for a, b in zip(_run(module, args), want):
+        assert torch.equal(a, b)
+
+
+def _library_attention(qkv, k_prefix, v_prefix, *rest):
+    """The fused attention's reference, standing in for a reader that needs the layout it
+    was traced with."""
+    from lamp_ros.kernels import ops
+    return ops.mqa_attention_reference(qkv, k_prefix, v_prefix, *rest[:5])
 
 
 def _ancestors(node) -> set:
