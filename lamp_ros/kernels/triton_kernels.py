@@ -41,6 +41,13 @@ def pdl_launch(pdl: int) -> dict:
 
 
 @triton.jit
+def unit_rms(x, n_cols, eps):
+    """x / rms(x) of one float32 row (lanes past n_cols hold 0): the norm both the norm kernel
+    and the FP8 rows' kernel apply."""
+    return x * tl.rsqrt(tl.sum(x * x, axis=0) / n_cols + eps)
+
+
+@triton.jit
 def _norm_kernel(x_ptr, r_ptr, s_ptr, y_ptr, scale_ptr, shift_ptr, stride_x, stride_r, stride_s,
                  stride_y, n_cols, eps, MODULATE: tl.constexpr, ADD: tl.constexpr,
                  CENTER: tl.constexpr, BLOCK: tl.constexpr, PDL: tl.constexpr = 0):
@@ -59,7 +66,7 @@ def _norm_kernel(x_ptr, r_ptr, s_ptr, y_ptr, scale_ptr, shift_ptr, stride_x, str
     x = x.to(tl.float32)
     if CENTER:
         x = tl.where(inside, x - tl.sum(x, axis=0) / n_cols, 0.0)
-    y = x * tl.rsqrt(tl.sum(x * x, axis=0) / n_cols + eps)
+    y = unit_rms(x, n_cols, eps)
     if MODULATE:
         scale = tl.load(scale_ptr + cols, mask=inside, other=0.0).to(tl.float32)
         shift = tl.load(shift_ptr + cols, mask=inside, other=0.0).to(tl.float32)
@@ -186,7 +193,7 @@ def _fp8_rows_kernel(x_ptr, up_ptr, codes_ptr, scale_ptr, stride_x, stride_up, n
         u = tl.load(up_ptr + row * stride_up + cols, mask=inside, other=0.0).to(tl.float32)
         x = gelu_tanh(x) * u
     if NORM:
-        x = x * tl.rsqrt(tl.sum(x * x, axis=0) / n_cols + eps)
+        x = unit_rms(x, n_cols, eps)
         x = x.to(x_ptr.dtype.element_ty).to(tl.float32)
     amax = tl.maximum(tl.max(tl.abs(x), axis=0), 7.888609052210118e-31)  # 2^-100
     bits = amax.to(tl.int32, bitcast=True)
