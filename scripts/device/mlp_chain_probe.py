@@ -19,7 +19,8 @@ layout. The norm is folded: phase B's sum of each column tile writes X * scale (
 layer's, packed) and its rows' sums of squares, phase A multiplies its accumulators by the rows'
 1 / rms and adds shift @ W^T (precomputed, `bias`). Split-K sums are in K-slice order, so the
 result is the same every run. The kernel is launched cooperatively (every block resident, or
-an error): its grid-wide barriers hang otherwise (README, "Persistent kernels ...").
+an error): its grid-wide barriers hang otherwise (bench/results/README.md,
+"Cooperative launches").
 
 It reports the error against a float32 torch reference with the same bf16 roundings, whether two
 runs are bit-identical, and the time per layer of every form in FORMS (the design's choices,
@@ -36,7 +37,8 @@ First run on the H200 on 2026-12-01: bench/results/mlp_chain_probe_h200.json and
 'counters for barriers' forms (later that day, bench/results/h200_mlp_chain_counters/, two runs
 of MLP_CHAIN_FORMS=4,21,16,22): 16.34 -> 15.10 and 16.23 -> 14.97 us per layer, same numbers.
 X multicast to clusters (mlp_chain_probe_multicast_h200.json there): same numbers, slower
-(clusters of 2: 15.87 against 15.02 us; clusters of 4 cannot all be resident), see README.
+(clusters of 2: 15.87 against 15.02 us; clusters of 4 cannot all be resident), see
+bench/results/README.md.
 Trimmed activation copies (mlp_chain_probe_trim_h200.json): 15.14 -> 15.06, 15.07 -> 14.92 us.
 'Epilogue constants loaded early' (FORMS[28], TIMELINES[9]; mlp_chain_probe_epi_h200.json):
 15.04 -> 14.59 us per layer, same numbers; its phase A epilogue 1.5 -> 1.25 us.

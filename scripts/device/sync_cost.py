@@ -1,6 +1,7 @@
 """What does a step of the expert's chain cost when it is a kernel boundary, and what would it
 cost as a grid-wide barrier inside one persistent kernel? The question a persistent expert
-kernel (README, issue 9: the next lever) stands or falls by, answered before writing one.
+kernel (bench/results/README.md, the persistent expert) stands or falls by, answered before
+writing one.
 
   boundary   a CUDA graph of N dependent launches of a kernel of one program per SM, each
              reading and writing the expert's 50 x 1024 bf16 activations: GPU time per launch
