@@ -2,10 +2,14 @@
 
 The prefix runs 17 GeGLU MLPs over ~1k tokens: about 90% of its matrix work, and on the H200
 compute-bound at the bf16 tensor-core rate (gate/up 170 us, down 97 us a layer). Hopper's FP8
-tensor cores run twice that rate, so cuBLASLt's FP8 GEMMs took gate/up 218 -> 164 us and down
-121 -> 83 us at these shapes (scripts/device/fp8_probe.py). The vision MLPs (768 tokens, width
-1152) and the prefix's attention projections were slower in FP8 there, and the expert's GEMMs
-are bound by latency, not arithmetic, so only the prefix MLPs change.
+tensor cores run twice that rate, so cuBLASLt's FP8 GEMMs took gate/up 195 -> 136 us (110 with
+fast sums) and down 101 -> 56 us at these shapes (scripts/device/fp8_probe.py, CUDA-graph
+timed). The other GEMMs of the vision and the prefix gain 0-5 us each in FP8 once their rows are
+quantised (vision fc1 14.1 -> 13.8, fc2 16.2 -> 20.3, prefix q/k/v 18.1 -> 18.5, o 14.8 -> 12.0
+with lamp::fp8_rows; less without it where a norm makes the rows): about 0.1 ms an inference
+for as much again of the actions' error (the vision MLPs' fake quantisation took it from 1.2e-2
+to 2.2e-2), and the expert's GEMMs are bound by latency, not arithmetic (no faster in FP8 at 50
+rows), so only the prefix MLPs change.
 
 Each of their linears becomes an `Fp8Linear`: weights as e4m3 codes with a power-of-two scale
 per output row (chosen here, once), activations quantised per row on the fly (the GeGLU output
