@@ -35,36 +35,13 @@ def _precision(dtype) -> str:
 
 
 @triton.jit
-def _norm_rows(y_ptr, out_ptr, scale_ptr, shift_ptr, stride_y, stride_out, row0, M, N, eps,
-               NB: tl.constexpr, RB: tl.constexpr):
-    """adaRMS of rows row0 .. row0 + BM of y, RB rows at a time, as the norm kernel computes
-    it (unit RMSNorm in float32, then * (1 + scale) + shift, rounded once). y was stored by
-    other programs: read through L2 (.cg), never a stale L1 line."""
-    cols = tl.arange(0, NB)
-    col_ok = cols < N
-    scale = 1.0 + tl.load(scale_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
-    shift = tl.load(shift_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
-    for r0 in range(row0, M, RB):
-        rows = r0 + tl.arange(0, RB)
-        inside = (rows < M)[:, None] & col_ok[None, :]
-        x = tl.load(y_ptr + rows[:, None] * stride_y + cols[None, :], mask=inside, other=0.0,
-                    cache_modifier='.cg').to(tl.float32)
-        rstd = tl.rsqrt(tl.sum(x * x, axis=1) / N + eps)
-        out = x * rstd[:, None] * scale[None, :] + shift[None, :]
-        tl.store(out_ptr + rows[:, None] * stride_out + cols[None, :],
-                 out.to(out_ptr.dtype.element_ty), mask=inside)
-
-
-@triton.jit
 def _expert_gemm_kernel(x_ptr, w_ptr, w2_ptr, y_ptr, mod_ptr, bias_ptr, bias2_ptr, res_ptr,
                         gate_ptr, part_ptr, part2_ptr, sumsq_ptr, count_ptr, M, N, K,
                         k_per_split, stride_x, stride_w, stride_w2, stride_y, stride_res, eps,
-                        nrm_ptr, nscale_ptr, nshift_ptr, rows_done_ptr, stride_nrm, norm_eps,
                         NORM: tl.constexpr, GEGLU: tl.constexpr, RESIDUAL: tl.constexpr,
                         GATED: tl.constexpr, SPLITS: tl.constexpr, SWAP: tl.constexpr,
                         PRECISION: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
-                        BK: tl.constexpr, NORM_OUT: tl.constexpr, NB: tl.constexpr,
-                        RB: tl.constexpr, PDL: tl.constexpr = 0):
+                        BK: tl.constexpr, PDL: tl.constexpr = 0):
     _grid_dependency(PDL, 1)
     pid_n = tl.program_id(0)
     pid_m = tl.program_id(1)
@@ -160,22 +137,10 @@ def _expert_gemm_kernel(x_ptr, w_ptr, w2_ptr, y_ptr, mod_ptr, bias_ptr, bias2_pt
             acc = res + acc
         tl.store(y_ptr + rows[:, None] * stride_y + cols[None, :],
                  acc.to(y_ptr.dtype.element_ty), mask=inside)
-        if NORM_OUT:
-            # The next adaRMS norm, by the last column tile of this row block to be stored (a
-            # counter per row block, reset by it): its rows are then complete in y.
-            tl.debug_barrier()
-            stored = tl.atomic_add(rows_done_ptr + pid_m, 1, sem='acq_rel')
-            if stored == tl.num_programs(0) - 1:
-                tl.atomic_xchg(rows_done_ptr + pid_m, 0)
-                _norm_rows(y_ptr, nrm_ptr, nscale_ptr, nshift_ptr, stride_y, stride_nrm,
-                           pid_m * BM, tl.minimum(M, pid_m * BM + BM), N, norm_eps, NB, RB)
-
-
-NORM_ROWS = 8  # rows per step of the norm epilogue (8 x 1024 floats: 64 a thread at 4 warps)
 
 
 def expert_gemm(x, weight, tiles, *, counters=None, weight2=None, mod=None, bias=None,
-                bias2=None, residual=None, gate=None, eps=0.0, norm=None):
+                bias2=None, residual=None, gate=None, eps=0.0):
     """One launch of `_expert_gemm_kernel` over x (..., K) -> (..., N); see the module doc.
 
     tiles = (block_m, block_n, block_k, warps, stages, splits, swap): block_m rows of x by
@@ -186,12 +151,7 @@ def expert_gemm(x, weight, tiles, *, counters=None, weight2=None, mod=None, bias
     then costs fewer re-reads of x per weight byte than 16-32 columns of W with x as M. (On the
     H200 this helped the norm-fused parts by 13-20% and lost every part to cuBLAS or the
     unswapped tilings: the tuner decides.) An optional eighth value turns on programmatic
-    dependent launch (triton_kernels.grid_dependency: 1 or 2; 0 or absent: off).
-
-    norm = (scale, shift, eps, row_counters) also returns the adaRMS norm of the output (the
-    next part's input, as lamp::rms_norm makes it), computed by the last column tile of each row
-    block to be stored (row_counters: int32 zeros, one per row block, left zero): one kernel
-    boundary and one launch fewer than a norm kernel after this one. -> (y, normed)."""
+    dependent launch (triton_kernels.grid_dependency: 1 or 2; 0 or absent: off)."""
     block_m, block_n, block_k, warps, stages, splits, swap = tiles[:7]
     pdl = tiles[7] if len(tiles) > 7 else 0
     a, w = _rows(x), _rows(weight)
@@ -215,29 +175,18 @@ def expert_gemm(x, weight, tiles, *, counters=None, weight2=None, mod=None, bias
     w2 = _rows(weight2) if weight2 is not None else w
     res = _rows(residual) if residual is not None else out
     mod = mod.float().contiguous() if mod is not None else None
-    normed = out
-    n_scale = n_shift = rows_done = out
-    norm_eps = 0.0
-    if norm is not None:
-        n_scale, n_shift, norm_eps, rows_done = norm
-        if rows_done.numel() < grid[1] or rows_done.dtype != torch.int32:
-            raise ValueError(f'expert_gemm: the norm epilogue needs int32 row counters for '
-                             f'{grid[1]} row blocks')
-        normed = torch.empty_like(out)
     _expert_gemm_kernel[grid](
         a, w, w2, out, mod if mod is not None else out,
         bias.float().contiguous() if bias is not None else out,
         bias2.float().contiguous() if bias2 is not None else out, res,
         gate.contiguous() if gate is not None else out, part, part2, sumsq,
         counters if splits > 1 else out, m, n, k, k // splits, a.stride(0), w.stride(0),
-        w2.stride(0), out.stride(0), res.stride(0), eps, normed, n_scale, n_shift, rows_done,
-        normed.stride(0), norm_eps, NORM=mod is not None,
+        w2.stride(0), out.stride(0), res.stride(0), eps, NORM=mod is not None,
         GEGLU=weight2 is not None, RESIDUAL=residual is not None, GATED=gate is not None,
         SPLITS=splits, SWAP=bool(swap), PRECISION=_precision(x.dtype), BM=block_m,
-        BN=block_n, BK=block_k, NORM_OUT=norm is not None, NB=triton.next_power_of_2(n),
-        RB=NORM_ROWS, PDL=pdl, num_warps=warps, num_stages=stages, **_pdl_launch(pdl))
-    y = out.view(*x.shape[:-1], n)
-    return y if norm is None else (y, normed.view(*x.shape[:-1], n))
+        BN=block_n, BK=block_k, PDL=pdl,
+        num_warps=warps, num_stages=stages, **_pdl_launch(pdl))
+    return out.view(*x.shape[:-1], n)
 
 
 @triton.jit

@@ -13,12 +13,8 @@ Forms: 'fused' (every part on a lamp kernel), 'swapped' (the same with swapped G
 as the H200 build picked); 'chosen pdl1' and 'chosen pdl2' are 'chosen' with every lamp kernel
 launched as a programmatic dependent launch (triton_kernels.grid_dependency), letting the next
 kernel launch at once (1) or after the main loop (2); their step must equal 'chosen' bit for
-bit. 'chosen norm' is 'chosen' with o and down making the next part's adaRMS norm in their
-epilogue (expert_gemm's norm: the last column tile of the row block to be stored norms the
-rows), so no rms_norm kernel runs after the first layer's; its step is compared with 'chosen'
-(equal up to the norm's float32 sum order). The attention section also times tilings outside
-the build's candidates (EXTRA_ATTENTION), and the report lists each compiled lamp kernel's
-registers, spills and shared memory.
+bit. The attention section also times tilings outside the build's candidates (EXTRA_ATTENTION),
+and the report lists each compiled lamp kernel's registers, spills and shared memory.
 
 Measured on the H200 (2026-11-30, bench/results/expert_chain_h200.json, before the swapped
 form existed): chosen 48.2 us per layer, fused 69.3; the isolated part timings sum to 41.7, so
@@ -87,33 +83,7 @@ def gemm_part(part, L, inp, x, tiles, counters, pdl=0):
                           gate=L['gate_o'])
 
 
-def step_norm_epilogue(layers, x, rotation, mask, counters):
-    """'chosen norm': 'chosen' with each gated GEMM making the next rms_norm (the chain's two
-    norms of a layer share scale/shift, as gemm_part's library forms use them)."""
-    tiles, rows_done = GEMM['fused'], counters[-4:]  # the tile counters never reach these
-    normed = tk.rms_norm(x, layers[0]['scale'], layers[0]['shift'], 1e-6)
-    for i, L in enumerate(layers):
-        qkv = F.linear(normed, L['qkv'])
-        a = te.mqa_attention(qkv, L['kp'], L['vp'], *rotation, mask, HEADS, D ** -0.5,
-                             ATTENTION)
-        x, normed = te.expert_gemm(a, L['o'], tiles['o'], counters=counters, residual=x,
-                                   gate=L['gate_o'],
-                                   norm=(L['scale'], L['shift'], 1e-6, rows_done))
-        h = tk.geglu(*F.linear(normed, L['gate_up']).chunk(2, -1))
-        nxt = layers[i + 1] if i + 1 < len(layers) else None
-        if nxt is None:
-            x = te.expert_gemm(h, L['down'], tiles['down'], counters=counters, residual=x,
-                               gate=L['gate_o'])
-        else:
-            x, normed = te.expert_gemm(h, L['down'], tiles['down'], counters=counters,
-                                       residual=x, gate=L['gate_o'],
-                                       norm=(nxt['scale'], nxt['shift'], 1e-6, rows_done))
-    return x
-
-
 def step(layers, x, rotation, mask, counters, form: str):
-    if form == 'chosen norm':
-        return step_norm_epilogue(layers, x, rotation, mask, counters)
     base, _, pdl = form.partition(' pdl')
     pdl = int(pdl or 0)
     tiles = {**GEMM['fused'], 'qkv': [], 'gate_up': []} if base == 'chosen' else GEMM[base]
@@ -287,10 +257,6 @@ def main():
         if ' pdl' in form:
             report[form]['equal_to_chosen'] = bool(torch.equal(outputs[form],
                                                                outputs['chosen']))
-        if form == 'chosen norm':
-            want = outputs['chosen'].float()
-            report[form]['rel_diff_to_chosen'] = float((outputs[form].float() - want).abs()
-                                                       .max() / want.abs().max())
         print(f'{form:12s} step {ms:.3f} ms, {1e3 * ms / LAYERS:.1f} us per layer '
               f'{report[form]}', flush=True)
     report['counters_left'] = int(counters.abs().sum())

@@ -131,32 +131,6 @@ def test_expert_gemms_match_the_reference(splits, swap):
                                cases[2][1], atol=3e-5, rtol=0)
 
 
-@pytest.mark.parametrize('tiles', [[64, 32, 32, 4, 2, 1, 0], [64, 32, 16, 4, 2, 4, 0],
-                                   [16, 32, 32, 4, 2, 2, 0]])  # 4 row blocks of 16
-def test_expert_gemm_norm_epilogue_is_the_norm_of_its_output(tiles):
-    """The gated GEMM's norm epilogue (the last column tile of a row block to be stored norms
-    the block's rows) gives the same output as without it, and lamp::rms_norm of that output;
-    its row counters end at zero."""
-    torch.manual_seed(0)
-    x, residual = torch.randn(1, 50, 64), torch.randn(1, 50, 96)
-    w = torch.randn(96, 64) / 8
-    gate, scale, shift = torch.randn(96), torch.randn(96) / 10, torch.randn(96) / 10
-    counters, rows_done = torch.zeros(32, dtype=torch.int32), torch.zeros(4, dtype=torch.int32)
-    y, normed = triton_expert.expert_gemm(x, w, tiles, counters=counters, residual=residual,
-                                          gate=gate, norm=(scale, shift, 1e-6, rows_done))
-    plain = triton_expert.expert_gemm(x, w, tiles, counters=counters, residual=residual,
-                                      gate=gate)
-    assert torch.equal(y, plain)
-    torch.testing.assert_close(normed, ops.rms_norm_reference(y, scale, shift, 1e-6),
-                               atol=2e-6, rtol=0)
-    torch.testing.assert_close(normed, triton_kernels.rms_norm(y, scale, shift, 1e-6),
-                               atol=2e-6, rtol=0)
-    assert not counters.any() and not rows_done.any()
-    with pytest.raises(ValueError, match='row counters'):
-        triton_expert.expert_gemm(x, w, tiles, counters=counters, residual=residual,
-                                  norm=(scale, shift, 1e-6, rows_done[:0]))
-
-
 @pytest.mark.parametrize('tiles, n', [([16, 16, 16, 4, 1], 7), ([32, 16, 32, 4, 2], 7),
                                       ([16, 16, 64, 4, 1], 7),
                                       ([16, 16, 16, 4, 1, 0], 7),  # sixth: dependent launch off
