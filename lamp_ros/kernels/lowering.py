@@ -27,6 +27,8 @@ choice of how their weights are stored for cuBLAS ((out, in) as nn.Linear, or (i
 `KNLinear`), each timed the same way and recorded with the tiles.
 """
 
+import os
+
 import torch
 
 from lamp_ros.compiler.passes.expert_kernels import LIBRARY, ExpertKernels
@@ -65,6 +67,12 @@ def use_kernels(modules: dict, tuning_out: dict | None = None) -> dict:
             fused = fuse_expert_layers(stage, out)
             if fused:
                 counts['expert_layer'] = fused
+            pdl = int(os.environ.get('LAMP_EXPERT_PDL', '0'))
+            if fused and pdl:  # an experiment's switch (scripts/device/pdl_ab.py), off by default
+                for layer in stage.layers:
+                    if layer.expert_kernels is not None:
+                        layer.expert_kernels.pdl = pdl
+                counts[f'expert_layer_pdl{pdl}'] = fused
         if isinstance(stage, PrefixStage):
             fused = flash_prefix_attention(stage, out)
             if fused:

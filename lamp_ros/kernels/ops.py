@@ -28,10 +28,11 @@ def _triton_expert():
 
 @torch.library.custom_op('lamp::rms_norm', mutates_args=())
 def rms_norm(x: torch.Tensor, scale: torch.Tensor | None, shift: torch.Tensor | None,
-             eps: float) -> torch.Tensor:
-    """Unit RMSNorm over the last dim; with `scale`/`shift` (width,) the adaRMS modulation."""
+             eps: float, pdl: int = 0) -> torch.Tensor:
+    """Unit RMSNorm over the last dim; with `scale`/`shift` (width,) the adaRMS modulation.
+    pdl: programmatic dependent launch on the GPU (triton_kernels.grid_dependency)."""
     if x.is_cuda:
-        return _triton().rms_norm(x, scale, shift, eps)
+        return _triton().rms_norm(x, scale, shift, eps, pdl=pdl)
     return rms_norm_reference(x, scale, shift, eps)
 
 
@@ -44,7 +45,7 @@ def rms_norm_reference(x, scale, shift, eps):
 
 
 @rms_norm.register_fake
-def _(x, scale, shift, eps):
+def _(x, scale, shift, eps, pdl=0):
     return torch.empty_like(x, memory_format=torch.contiguous_format)
 
 
@@ -127,10 +128,11 @@ def _(q, k, cos, sin):
 # ---- geglu: gelu_tanh(gate) * up ----
 
 @torch.library.custom_op('lamp::geglu', mutates_args=())
-def geglu(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
-    """gelu_tanh(gate) * up for two (..., m) tensors (views of one merged GEMM are fine)."""
+def geglu(gate: torch.Tensor, up: torch.Tensor, pdl: int = 0) -> torch.Tensor:
+    """gelu_tanh(gate) * up for two (..., m) tensors (views of one merged GEMM are fine); pdl
+    as rms_norm's."""
     if gate.is_cuda:
-        return _triton().geglu(gate, up)
+        return _triton().geglu(gate, up, pdl=pdl)
     return geglu_reference(gate, up)
 
 
@@ -139,7 +141,7 @@ def geglu_reference(gate, up):
 
 
 @geglu.register_fake
-def _(gate, up):
+def _(gate, up, pdl=0):
     return torch.empty(gate.shape, dtype=gate.dtype, device=gate.device)
 
 

@@ -173,6 +173,40 @@ def test_expert_parts_agree_in_either_form(optimised, form):
                                _outputs(passed['denoise'], args), atol=2e-5, rtol=0)
 
 
+def test_expert_dependent_launch_mode_reaches_every_lamp_kernel(optimised, monkeypatch):
+    """LAMP_EXPERT_PDL=2 at build time puts every lamp kernel of the expert layers on
+    programmatic dependent launch (the fused parts' tiles get the mode appended, the library
+    forms' norm and GeGLU take it): same numbers (on the CPU the references ignore it), and the
+    exported program carries the mode to the GPU."""
+    graph, _, passed, values = optimised
+    monkeypatch.setenv('LAMP_EXPERT_PDL', '2')
+    switched = {'denoise': copy.deepcopy(passed['denoise'])}
+    counts = use_kernels(switched)
+    layers = switched['denoise'].layers
+    assert counts['expert_layer_pdl2'] == len(layers)
+    for i, layer in enumerate(layers):  # both forms of every part, as in the mixed test
+        assert layer.expert_kernels.pdl == 2
+        for j, part in enumerate(PARTS):
+            if (i + j) % 2:
+                layer.expert_kernels.tiles[part] = LIBRARY
+    args = tuple(_args(graph, 'denoise', values))
+    with torch.no_grad():
+        program = torch.export.export(switched['denoise'], args, strict=False)
+    torch.testing.assert_close(_outputs(program.module(), args),
+                               _outputs(passed['denoise'], args), atol=2e-5, rtol=0)
+    calls = [n for n in program.graph.nodes if n.op == 'call_function'
+             and str(n.target).startswith('lamp.')]
+    norms = [n.args[4] if len(n.args) > 4 else 0 for n in calls
+             if str(n.target) == 'lamp.rms_norm.default']
+    steps = switched['denoise'].cfg.num_steps  # each step's final norm belongs to no layer
+    assert set(norms) == {0, 2} and norms.count(0) == steps
+    assert {n.args[-1] for n in calls if str(n.target) == 'lamp.geglu.default'} == {2}
+    tiles = {str(n.target): n.args[4] if 'gated' in str(n.target) else n.args[-1]
+             for n in calls
+             if str(n.target) in ('lamp.gated_linear.default', 'lamp.mqa_attention.default')}
+    assert len(tiles) == 2 and all(t[-1] == 2 for t in tiles.values()), tiles
+
+
 @pytest.mark.parametrize('flash', [True, False])
 def test_prefix_attention_agrees_in_either_form(optimised, flash):
     """The prefix's attention as one flash kernel or two GEMMs around the masked softmax, as the

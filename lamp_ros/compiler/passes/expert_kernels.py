@@ -58,6 +58,9 @@ class ExpertKernels(nn.Module):
         self.register_buffer('counters', torch.zeros(COUNTERS, dtype=torch.int32,
                                                      device=qkv.device))
         self.tiles = {part: LIBRARY for part in PARTS}  # part -> tiles, or [] for the library
+        # programmatic dependent launch of every lamp kernel of the layer (fused parts and the
+        # library forms' norm and GeGLU): 0 off, 1 or 2 (triton_kernels.grid_dependency)
+        self.pdl = 0
 
     @staticmethod
     def applies(layer) -> bool:
@@ -80,17 +83,29 @@ class ExpertKernels(nn.Module):
                    step)
         return self.down(layer, self.gate_up(layer, x, step), x, step)
 
+    def _tiles(self, part: str) -> list:
+        """A fused part's tiles, with the dependent-launch mode appended when it is on."""
+        tiles = self.tiles[part]
+        return [*tiles, self.pdl] if self.pdl and tiles != LIBRARY else tiles
+
+    def _norm(self, norm, x, step):
+        """The library forms' adaRMS norm (with the layer's dependent-launch mode)."""
+        if not self.pdl:
+            return norm(x, step)[0]
+        scale, shift, _ = norm.table[step].chunk(3)
+        return kernel_ops.rms_norm(x, scale, shift, norm.eps, self.pdl)
+
     def qkv(self, layer, x, step):
         """adaRMS(x) @ Wqkv^T -> the raw (unrotated) q/k/v of the action tokens."""
-        w, tiles = layer.attn.in_proj.linears()[0].weight, self.tiles['qkv']
+        w, tiles = layer.attn.in_proj.linears()[0].weight, self._tiles('qkv')
         if tiles == LIBRARY:
-            return F.linear(layer.input_norm(x, step)[0], w)
+            return F.linear(self._norm(layer.input_norm, x, step), w)
         return kernel_ops.ada_linear(x, w, self.attn_mod[step], self.attn_bias[step],
                                      layer.input_norm.eps, tiles, self.counters)
 
     def attention(self, layer, qkv, k_prefix, v_prefix, mask, rotation):
         """Every query head against the prefix K/V and the tokens' own -> (b, n, heads * d)."""
-        cfg, tiles = layer.attn.cfg, self.tiles['attention']
+        cfg, tiles = layer.attn.cfg, self._tiles('attention')
         if tiles != LIBRARY:
             return kernel_ops.mqa_attention(qkv, k_prefix, v_prefix, *rotation, mask,
                                             cfg.num_heads, cfg.head_dim ** -0.5, tiles)
@@ -104,16 +119,20 @@ class ExpertKernels(nn.Module):
 
     def o(self, layer, a, x, step):
         """x + gate * (a @ Wo^T)."""
-        w, tiles = layer.attn.o_proj.weight, self.tiles['o']
+        w, tiles = layer.attn.o_proj.weight, self._tiles('o')
         if tiles == LIBRARY:
             return torch.addcmul(x, F.linear(a, w), self.attn_gate[step].to(x.dtype))
         return kernel_ops.gated_linear(a, w, x, self.attn_gate[step], tiles, self.counters)
 
     def gate_up(self, layer, x, step):
         """gelu_tanh(gate) * up of adaRMS(x): the MLP's hidden layer."""
-        w, tiles = layer.mlp.in_proj.linears()[0].weight, self.tiles['gate_up']
+        w, tiles = layer.mlp.in_proj.linears()[0].weight, self._tiles('gate_up')
         if tiles == LIBRARY:
-            return layer.mlp.hidden(layer.post_attn_norm(x, step)[0])
+            h = self._norm(layer.post_attn_norm, x, step)
+            if not self.pdl:
+                return layer.mlp.hidden(h)
+            p = layer.mlp.in_proj(h)
+            return kernel_ops.geglu(p['gate'], p['up'], self.pdl)
         w_gate, w_up = w.chunk(2)
         return kernel_ops.ada_geglu(x, w_gate, w_up, self.mlp_mod[step], self.gate_bias[step],
                                     self.up_bias[step], layer.post_attn_norm.eps, tiles,
@@ -121,7 +140,7 @@ class ExpertKernels(nn.Module):
 
     def down(self, layer, h, x, step):
         """x + gate * (h @ Wdown^T)."""
-        w, tiles = layer.mlp.down_proj.weight, self.tiles['down']
+        w, tiles = layer.mlp.down_proj.weight, self._tiles('down')
         if tiles == LIBRARY:
             return torch.addcmul(x, F.linear(h, w), self.mlp_gate[step].to(x.dtype))
         return kernel_ops.gated_linear(h, w, x, self.mlp_gate[step], tiles, self.counters)
