@@ -67,8 +67,8 @@ def use_kernels(modules: dict, tuning_out: dict | None = None) -> dict:
             fused = fuse_expert_layers(stage, out)
             if fused:
                 counts['expert_layer'] = fused
-            pdl = int(os.environ.get('LAMP_EXPERT_PDL', '0'))
-            if fused and pdl:  # an experiment's switch (scripts/device/pdl_ab.py), off by default
+            pdl = expert_pdl(stage)
+            if fused and pdl:
                 for layer in stage.layers:
                     if layer.expert_kernels is not None:
                         layer.expert_kernels.pdl = pdl
@@ -82,6 +82,26 @@ def use_kernels(modules: dict, tuning_out: dict | None = None) -> dict:
             if moved:
                 counts['kn_weights'] = counts.get('kn_weights', 0) + moved
     return counts
+
+
+EXPERT_PDL = 2  # see expert_pdl
+
+
+def expert_pdl(stage) -> int:
+    """The dependent-launch mode of every lamp kernel in the expert's layers (their fused
+    parts, and the norm and GeGLU around the library parts): each waits for the kernel before
+    it at its first line, and lets the next one launch after its main loop (2), so the launch
+    and the next kernel's start overlap this one's tail. Measured on the whole graph, in one
+    artifact timed with the launch attribute on and off (scripts/device/pdl_ab.py, H200,
+    2026-12-01): 14.26 / 14.28 ms against 14.62 / 14.62, actions bit-identical. (Three parts
+    alone on it, chosen per part, had lost 0.10 ms in 2026-11.) Hopper and later only (the
+    griddepcontrol instructions); LAMP_EXPERT_PDL=0, 1 or 2 at build time overrides it."""
+    if 'LAMP_EXPERT_PDL' in os.environ:
+        return int(os.environ['LAMP_EXPERT_PDL'])
+    weight = next(stage.parameters(), None)
+    if weight is None or weight.device.type != 'cuda':
+        return 0
+    return EXPERT_PDL if torch.cuda.get_device_capability(weight.device) >= (9, 0) else 0
 
 
 NK, KN = [0], [1]  # the weight-layout choices' tiles: (out, in) as nn.Linear, or (in, out)

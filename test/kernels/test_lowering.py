@@ -174,11 +174,16 @@ def test_expert_parts_agree_in_either_form(optimised, form):
 
 
 def test_expert_dependent_launch_mode_reaches_every_lamp_kernel(optimised, monkeypatch):
-    """LAMP_EXPERT_PDL=2 at build time puts every lamp kernel of the expert layers on
-    programmatic dependent launch (the fused parts' tiles get the mode appended, the library
-    forms' norm and GeGLU take it): same numbers (on the CPU the references ignore it), and the
-    exported program carries the mode to the GPU."""
+    """Dependent launch (on by default on Hopper GPUs; LAMP_EXPERT_PDL=2 asks for it here)
+    puts every lamp kernel of the expert layers on programmatic dependent launch (the fused
+    parts' tiles get the mode appended, the library forms' norm and GeGLU take it): same numbers
+    (on the CPU the references ignore it), and the exported program carries the mode to the
+    GPU. Off the GPU, without the variable, it stays off."""
     graph, _, passed, values = optimised
+    monkeypatch.delenv('LAMP_EXPERT_PDL', raising=False)
+    plain = {'denoise': copy.deepcopy(passed['denoise'])}
+    assert not any(k.startswith('expert_layer_pdl') for k in use_kernels(plain))
+    assert all(layer.expert_kernels.pdl == 0 for layer in plain['denoise'].layers)
     monkeypatch.setenv('LAMP_EXPERT_PDL', '2')
     switched = {'denoise': copy.deepcopy(passed['denoise'])}
     counts = use_kernels(switched)
