@@ -1,7 +1,8 @@
 """Programmatic dependent launch on and off in one artifact: the GPU time of its CUDA graph.
 
-An artifact built with LAMP_EXPERT_PDL=1 or 2 launches every lamp kernel of the expert's layers
-as a dependent launch (kernels/lowering.py); this measures what that does to the whole graph.
+An artifact built on a Hopper GPU launches every lamp kernel of the expert's layers as a
+dependent launch (kernels/lowering.py: expert_pdl; LAMP_EXPERT_PDL at build time sets the
+mode); this measures what that does to the whole graph.
 LAMP_PDL=0 launches the lamp kernels in plain stream order (their grid-dependency wait then
 returns at once), so the same artifact is loaded, captured and timed once per setting, by
 default in the order on, off, on (a drift of the machine shows as a difference between the two

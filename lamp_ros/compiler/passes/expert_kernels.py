@@ -88,18 +88,11 @@ class ExpertKernels(nn.Module):
         tiles = self.tiles[part]
         return [*tiles, self.pdl] if self.pdl and tiles != LIBRARY else tiles
 
-    def _norm(self, norm, x, step):
-        """The library forms' adaRMS norm (with the layer's dependent-launch mode)."""
-        if not self.pdl:
-            return norm(x, step)[0]
-        scale, shift, _ = norm.table[step].chunk(3)
-        return kernel_ops.rms_norm(x, scale, shift, norm.eps, self.pdl)
-
     def qkv(self, layer, x, step):
         """adaRMS(x) @ Wqkv^T -> the raw (unrotated) q/k/v of the action tokens."""
         w, tiles = layer.attn.in_proj.linears()[0].weight, self._tiles('qkv')
         if tiles == LIBRARY:
-            return F.linear(self._norm(layer.input_norm, x, step), w)
+            return F.linear(layer.input_norm(x, step, self.pdl)[0], w)
         return kernel_ops.ada_linear(x, w, self.attn_mod[step], self.attn_bias[step],
                                      layer.input_norm.eps, tiles, self.counters)
 
@@ -128,11 +121,7 @@ class ExpertKernels(nn.Module):
         """gelu_tanh(gate) * up of adaRMS(x): the MLP's hidden layer."""
         w, tiles = layer.mlp.in_proj.linears()[0].weight, self._tiles('gate_up')
         if tiles == LIBRARY:
-            h = self._norm(layer.post_attn_norm, x, step)
-            if not self.pdl:
-                return layer.mlp.hidden(h)
-            p = layer.mlp.in_proj(h)
-            return kernel_ops.geglu(p['gate'], p['up'], self.pdl)
+            return layer.mlp.hidden(layer.post_attn_norm(x, step, self.pdl)[0], self.pdl)
         w_gate, w_up = w.chunk(2)
         return kernel_ops.ada_geglu(x, w_gate, w_up, self.mlp_mod[step], self.gate_bias[step],
                                     self.up_bias[step], layer.post_attn_norm.eps, tiles,

@@ -147,10 +147,12 @@ class StepAdaRMSNorm(nn.Module):
         self.register_buffer('table', table)
         self.kernel = False
 
-    def forward(self, x: torch.Tensor, step: int):
+    def forward(self, x: torch.Tensor, step: int, pdl: int = 0):
+        """-> (normed x, the residual gate); pdl: the kernel's dependent-launch mode."""
         scale, shift, gate = self.table[step].chunk(3)
-        norm = kernel_ops.rms_norm if self.kernel else kernel_ops.rms_norm_reference
-        return norm(x, scale, shift, self.eps), gate.view(1, 1, -1)
+        if self.kernel:
+            return kernel_ops.rms_norm(x, scale, shift, self.eps, pdl), gate.view(1, 1, -1)
+        return kernel_ops.rms_norm_reference(x, scale, shift, self.eps), gate.view(1, 1, -1)
 
 
 class Rotary(nn.Module):
@@ -362,11 +364,12 @@ class GeGLU(nn.Module):
         self.down_proj = down_proj
         self.kernel = False
 
-    def hidden(self, x: torch.Tensor) -> torch.Tensor:
-        """gelu_tanh(gate(x)) * up(x): what down_proj reads."""
+    def hidden(self, x: torch.Tensor, pdl: int = 0) -> torch.Tensor:
+        """gelu_tanh(gate(x)) * up(x): what down_proj reads (pdl: the kernel's
+        dependent-launch mode)."""
         p = self.in_proj(x)
         if self.kernel:
-            return kernel_ops.geglu(p['gate'], p['up'])
+            return kernel_ops.geglu(p['gate'], p['up'], pdl)
         return F.gelu(p['gate'], approximate='tanh') * p['up']
 
     @property
