@@ -168,17 +168,54 @@ class _LaunchConfig(ctypes.Structure):
 LAUNCH_ATTRIBUTE_COOPERATIVE, LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION = 2, 4  # CUlaunchAttributeID
 
 
-def launch_config(grid: tuple, block: tuple, shared_mem: int, stream, cluster: int):
-    """The CUlaunchConfig of a cooperative launch in clusters of `cluster` blocks along x, and
-    the attribute array it points to (keep both alive until the launch returns)."""
-    attrs = (_LaunchAttribute * 2)()
-    attrs[0].id = LAUNCH_ATTRIBUTE_COOPERATIVE
-    attrs[0].value.cooperative = 1
-    attrs[1].id = LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
-    attrs[1].value.cluster_dim[:] = [cluster, 1, 1]
+def launch_config(grid: tuple, block: tuple, shared_mem: int, stream, cluster: int,
+                  cooperative: bool = True):
+    """The CUlaunchConfig of a launch in clusters of `cluster` blocks along x (cooperative:
+    every block resident at once, or an error), and the attribute array it points to (keep
+    both alive until the launch returns)."""
+    attrs = (_LaunchAttribute * (2 if cooperative else 1))()
+    if cooperative:
+        attrs[0].id = LAUNCH_ATTRIBUTE_COOPERATIVE
+        attrs[0].value.cooperative = 1
+    attrs[-1].id = LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+    attrs[-1].value.cluster_dim[:] = [cluster, 1, 1]
     config = _LaunchConfig((ctypes.c_uint * 3)(*grid), (ctypes.c_uint * 3)(*block), shared_mem,
-                           stream, attrs, 2)
+                           stream, attrs, len(attrs))
     return config, attrs
+
+
+def _kernel_arguments(args: list):
+    """ctypes values of a kernel's arguments and the void* array that points to them."""
+    values = []
+    for arg in args:
+        if isinstance(arg, torch.Tensor):
+            values.append(ctypes.c_void_p(arg.data_ptr()))
+        elif isinstance(arg, int):
+            values.append(ctypes.c_int(arg))
+        elif isinstance(arg, float):
+            values.append(ctypes.c_float(arg))
+        else:
+            raise TypeError(f'kernel argument of type {type(arg).__name__}: tensors, ints and '
+                            'floats only')
+    array = (ctypes.c_void_p * len(values))(
+        *[ctypes.cast(ctypes.byref(v), ctypes.c_void_p) for v in values])
+    return values, array
+
+
+def launch_cluster(kernel, grid: tuple, block: tuple, args: list, shared_mem: int, cluster: int):
+    """Launch a `torch.cuda._compile_kernel` kernel on the current stream in thread-block
+    clusters of `cluster` blocks along x (cuLaunchKernelEx with the cluster-dimension
+    attribute; not cooperative: clusters run as SMs free up). A plain launch makes no
+    clusters, and a kernel that reads another block's shared memory needs one."""
+    if grid[0] % cluster:
+        raise ValueError(f'a grid of {grid[0]} blocks does not split into clusters of {cluster}')
+    _values, array = _kernel_arguments(args)
+    libcuda = torch.cuda._utils._get_gpu_runtime_library()
+    config, _attrs = launch_config(grid, block, shared_mem,
+                                   torch.cuda.current_stream().cuda_stream, cluster,
+                                   cooperative=False)
+    torch.cuda._utils._check_cuda(libcuda.cuLaunchKernelEx(
+        ctypes.byref(config), kernel.func, array, None))
 
 
 def launch_cooperative(kernel, grid: tuple, block: tuple, args: list, shared_mem: int = 0,
@@ -192,16 +229,7 @@ def launch_cooperative(kernel, grid: tuple, block: tuple, args: list, shared_mem
     memory (the multicast bulk copies)."""
     if cluster > 1 and grid[0] % cluster:
         raise ValueError(f'a grid of {grid[0]} blocks does not split into clusters of {cluster}')
-    values = []
-    for arg in args:
-        if isinstance(arg, torch.Tensor):
-            values.append(ctypes.c_void_p(arg.data_ptr()))
-        elif isinstance(arg, int):
-            values.append(ctypes.c_int(arg))
-        else:
-            raise TypeError(f'kernel argument of type {type(arg).__name__}: tensors and ints only')
-    array = (ctypes.c_void_p * len(values))(
-        *[ctypes.cast(ctypes.byref(v), ctypes.c_void_p) for v in values])
+    _values, array = _kernel_arguments(args)
     libcuda = torch.cuda._utils._get_gpu_runtime_library()
     stream = torch.cuda.current_stream()
     if cluster > 1:

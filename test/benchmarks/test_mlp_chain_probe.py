@@ -156,9 +156,15 @@ def test_a_short_device_call_picks_its_forms_by_index(monkeypatch):
     assert len(probe.chosen(probe.FORMS, 'MLP_CHAIN_FORMS')) == len(probe.FORMS)
 
 
-def test_the_cooperative_launcher_refuses_arguments_it_cannot_pass_before_any_launch():
-    with pytest.raises(TypeError, match='float'):
-        ptx.launch_cooperative(None, (1, 1, 1), (1, 1, 1), [1.5])
+def test_the_launchers_refuse_arguments_they_cannot_pass_before_any_launch():
+    with pytest.raises(TypeError, match='str'):
+        ptx.launch_cooperative(None, (1, 1, 1), (1, 1, 1), ['1.5'])
+    with pytest.raises(TypeError, match='str'):
+        ptx.launch_cluster(None, (2, 1, 1), (1, 1, 1), ['1.5'], 0, 2)
+    with pytest.raises(ValueError, match='clusters of 4'):
+        ptx.launch_cluster(None, (6, 1, 1), (1, 1, 1), [], 0, 4)
+    values, array = ptx._kernel_arguments([7, 1.5])  # int as C int, float as C float
+    assert (values[0].value, values[1].value, len(array)) == (7, 1.5, 2)
 
 
 def test_the_cluster_launch_config_is_laid_out_as_cuda_h_declares_it():
@@ -177,6 +183,10 @@ def test_the_cluster_launch_config_is_laid_out_as_cuda_h_declares_it():
     assert attrs[1].id == 4 and list(attrs[1].value.cluster_dim) == [2, 1, 1]
     with pytest.raises(ValueError, match='clusters of 3'):
         ptx.launch_cooperative(None, (128, 1, 1), (1, 1, 1), [], cluster=3)
+    plain, attrs = ptx.launch_config((56, 1, 1), (128, 1, 1), 168960, 1234, 8,
+                                     cooperative=False)  # clusters alone (launch_cluster)
+    assert plain.num_attrs == 1 and len(attrs) == 1
+    assert attrs[0].id == 4 and list(attrs[0].value.cluster_dim) == [8, 1, 1]
 
 
 def stamped_chain(phase_marks, tile_marks) -> 'probe.Chain':

@@ -9,8 +9,9 @@ from load_script import load_script
 
 
 def _forms():
-    wgmma, hopper, chain, mlp = (load_script('scripts', 'device', f'{n}.py') for n in (
-        'wgmma_check', 'nvrtc_hopper_check', 'persistent_chain_probe', 'mlp_chain_probe'))
+    wgmma, hopper, chain, mlp, attention = (load_script('scripts', 'device', f'{n}.py') for n in (
+        'wgmma_check', 'nvrtc_hopper_check', 'persistent_chain_probe', 'mlp_chain_probe',
+        'attention_cluster_probe'))
     yield 'wgmma_tile', 'wgmma_tile', wgmma.tile_source()
     for nbuf, overlap in sorted({(nbuf, overlap) for nbuf, overlap, _ in wgmma.STREAM_FORMS}):
         yield f'stream_gemm ring {nbuf} overlap {overlap}', 'stream_gemm', \
@@ -29,6 +30,8 @@ def _forms():
     for form in mlp.TIMELINES:
         yield f'mlp_chain {form.name}, watchdog, stamps', 'mlp_chain', \
             mlp.source(form, mlp.WATCH_ALL, stamps=True)
+    for form in attention.FORMS:
+        yield f'mqa_cluster {form.name}', 'mqa_cluster', attention.source(form)
 
 
 FORMS = list(_forms())
