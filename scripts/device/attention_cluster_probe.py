@@ -32,21 +32,24 @@ clusters of 8 or 16 also run once with %globaltimer stamps at each phase's end (
 Measured on the H200 (2026-12-01, bench/results/attention_cluster_probe_h200.json; Nsight
 Compute of the 4-warp, cluster-8 form in ncu_mqa_cluster_h200.txt): every form computes the
 reference's numbers (the same max error as the Triton pair, 6.2e-3 contiguous, 7.0e-3 strided),
-and every form is slower: per layer 18.6 us (4 warps, clusters of 16: one chunk a block), 19.8
-(4 warps, 8), 22.6 (2 warps, 8), 28.6 and 33.8 (clusters of 4), against 14.0 for the Triton
-pair. Where a block's ~19 us go (the stamps, cluster 8; medians): issuing its copies 4.6 us (q
-32 KB, cos / sin 8-50 KB and two chunks of 64 KB: 170-210 KB a block, and a copy's issue
-stalls while too many are in flight), the first chunk's arrival and the rotations 3.1 more
-(about 25 GB/s into each SM, 1.4 TB/s over the 56 busy SMs), each chunk's dots and softmax
-about 2 (mma.sync), the partials written 1.3, the column sums through distributed shared
-memory 2.3 (4.0 with clusters of 16), and the three cluster barriers 0.3-0.5 us each (with the
-skew between splits, the first 0.5-1.8). Nsight Compute: 251 registers, one warp per scheduler,
-an instruction issued every 4.6 cycles. Earlier forms of the same kernel, each slower: the q
-and own-K rotations loading their operands themselves, one round trip per 8-dim segment, 23.3
-us; in rounds of four segments, 19.2. So the expert attention is not bound by its merge kernel
-but by what every block must take in (all of K/V once per row block) and by mma.sync;
-Triton's pair stays. What the persistent expert can use from it: a cluster barrier costs 0.3-0.5
-us (a grid barrier 1.1), and a cluster of 16 runs with the non-portable size allowed.
+and every form is slower: per layer 18.8 us (4 warps, clusters of 16: one chunk a block), 19.6
+(4 warps, 8), 22.4 (2 warps, 8), 28.4 and 33.4 (clusters of 4), against 14.0 for the Triton
+pair (18.4-19.8 and 14.0 in the runs before). Where a block's ~19 us go (the stamps, cluster 8;
+medians): issuing its copies 4.6 us (q 32 KB, cos / sin 8-50 KB and two chunks of 64 KB:
+170-210 KB a block, and a copy's issue stalls while too many are in flight), the first chunk's
+arrival and the rotations 3.1 more (about 25 GB/s into each SM, 1.4 TB/s over the 56 busy
+SMs), each chunk's dots and softmax about 2 (mma.sync), the partials written 1.0-1.3, the
+column sums through distributed shared memory 2.3 (3.6-4.1 with clusters of 16), and the
+three cluster barriers 0.3-0.5 us each (with the skew between splits, the first 0.5-1.8).
+Nsight Compute: 251 registers, one warp per scheduler, an instruction issued every 4.6 cycles.
+The bulk-copy forms (one 512-byte row a copy, issued by warp 0) are slower again, 21.9-25.6
+us: issuing their ~200 copies takes 6.4-12.0 us, so the copy engine wants few large (2-D
+tensor-map) copies, not a row each. Earlier forms of the same kernel, also slower: the q and
+own-K rotations loading their operands themselves, one round trip per 8-dim segment, 23.3 us;
+in rounds of four segments, 19.2. So the expert attention is not bound by its merge kernel but
+by what every block must take in (all of K/V once per row block) and by mma.sync; Triton's pair
+stays. What the persistent expert can use from it: a cluster barrier costs 0.3-0.5 us (a grid
+barrier 1.1), and a cluster of 16 runs with the non-portable size allowed.
 
     python3 scripts/device/attention_cluster_probe.py [--out FILE.json]
     ncu --clock-control none --section SpeedOfLight --section WarpStateStats \
@@ -70,13 +73,16 @@ TRITON_TILES = [16, 64, 128, 4, 1]  # the H200 build's tiles of the Triton pair
 @dataclass(frozen=True)
 class Form:
     """One compiled variant: `warps` x 16 query rows a block, key splits in clusters of
-    `cluster` blocks."""
+    `cluster` blocks; bulk: the block's reads as 1-D bulk copies (one instruction a row, counted
+    on an mbarrier) instead of 16-byte cp.async."""
     warps: int
     cluster: int
+    bulk: bool = False
 
     @property
     def name(self) -> str:
-        return f'{self.warps} warps, cluster {self.cluster}'
+        bulk = ', bulk copies' if self.bulk else ''
+        return f'{self.warps} warps, cluster {self.cluster}{bulk}'
 
     @property
     def rows(self) -> int:
@@ -93,7 +99,8 @@ class Form:
 BN, NBUF, QS, OS = 64, 2, D + 8, D + 4
 # clusters of 16 blocks (one 64-key chunk each) are beyond the portable 8 and need the kernel's
 # non-portable attribute; whether 7 such clusters fit at once is the driver's to say
-FORMS = (Form(4, 8), Form(2, 8), Form(4, 4), Form(2, 4), Form(4, 16))
+FORMS = (Form(4, 8), Form(2, 8), Form(4, 4), Form(2, 4), Form(4, 16), Form(4, 8, True),
+         Form(4, 16, True), Form(2, 8, True))
 NON_PORTABLE_CLUSTER_SIZE_ALLOWED = 14  # CUfunction_attribute (cuda.h)
 
 
@@ -106,7 +113,7 @@ def source(form: Form, stamps: bool = False) -> str:
     """The CUDA C++ of `mqa_cluster` for one form (NVRTC, sm_90a); stamps: thread 0 of each
     block writes %globaltimer at the end of each phase (STAMP_NAMES)."""
     from bench.hopper_ptx import BF16_BITS, HELPERS
-    head = ('#define STAMPS\n' if stamps else '') + \
+    head = ('#define STAMPS\n' if stamps else '') + ('#define BULK\n' if form.bulk else '') + \
         (f'#define WARPS {form.warps}\n#define CL {form.cluster}\n#define H {HEADS}\n'
          f'#define D {D}\n#define HALF {D // 2}\n#define BN {BN}\n#define NBUF {NBUF}\n'
          f'#define QS {QS}\n#define OS {OS}\n#define FILL ({FILL!r}f)\n')
@@ -230,6 +237,37 @@ __device__ __forceinline__ void stage(unsigned short* k_s, unsigned short* v_s, 
     }
 }
 
+#ifdef BULK
+// The same chunk by 1-D bulk copies (one instruction a 512-byte row, the copy engine moving the
+// bytes) issued by warp 0 and counted on the buffer's mbarrier, which also expects `extra`
+// bytes that warp 0 copies after (q and cos / sin, with the first chunk); rows past the split's
+// end zeroed by every thread.
+__device__ __forceinline__ void bulk_chunk(unsigned short* k_s, unsigned short* v_s, unsigned bar,
+                                           int j0, int key_end, int T,
+                                           const unsigned short* qb, int sqt,
+                                           const unsigned short* kp, int skt,
+                                           const unsigned short* vp, int svt, int extra) {
+    const int valid = max(min(BN, key_end - j0), 0);
+    if (threadIdx.x < 32) {
+        if (threadIdx.x == 0) expect_bytes(bar, valid * 4 * D + extra);
+        __syncwarp();
+        for (int r = threadIdx.x; r < valid; r += 32) {
+            const int j = j0 + r;
+            const unsigned short* own = qb + (long)(j - T) * sqt + H * D;
+            bulk_copy_to((unsigned char*)(k_s + r * QS),
+                         (const unsigned char*)(j < T ? kp + (long)j * skt : own), 2 * D, bar);
+            bulk_copy_to((unsigned char*)(v_s + r * QS),
+                         (const unsigned char*)(j < T ? vp + (long)j * svt : own + D), 2 * D, bar);
+        }
+    }
+    for (int i = threadIdx.x; i < (BN - valid) * (D / 8); i += THREADS) {
+        const int r = valid + i / (D / 8), s = i % (D / 8);
+        *(uint4*)(k_s + r * QS + s * 8) = make_uint4(0, 0, 0, 0);
+        *(uint4*)(v_s + r * QS + s * 8) = make_uint4(0, 0, 0, 0);
+    }
+}
+#endif
+
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
 mqa_cluster(const unsigned short* __restrict__ qkv, const unsigned short* __restrict__ kp,
             const unsigned short* __restrict__ vp, const float* __restrict__ cosv,
@@ -265,6 +303,39 @@ mqa_cluster(const unsigned short* __restrict__ qkv, const unsigned short* __rest
     float* sn_s = cs_s + tokens * HALF;
 
     // every global read of the block is in flight at once: q, cos / sin, the first chunks
+#ifdef BULK
+    __shared__ __align__(8) unsigned long long bars[NBUF];
+    if (tid == 0) {
+        for (int c = 0; c < NBUF; c++)
+            asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(smem_addr(&bars[c])));
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    __syncthreads();
+    if (chunks > 0) {
+        bulk_chunk(kv_s, kv_s + BN * QS, smem_addr(&bars[0]), key0, key_end, T, qb, sqt, kp, skt,
+                   vp, svt, R * 2 * D + tokens * HALF * 8);
+        if (warp == 0) {
+            for (int r = lane; r < R; r += 32) {
+                const int row = min(row0 + r, rows_total - 1);
+                bulk_copy_to((unsigned char*)(q_s + r * QS),
+                             (const unsigned char*)(qb + (long)(row / H) * sqt + (row % H) * D),
+                             2 * D, smem_addr(&bars[0]));
+            }
+            for (int t = lane; t < tokens; t += 32) {
+                const long at = ((long)b * n + t_lo + t) * HALF;
+                bulk_copy_to((unsigned char*)(cs_s + t * HALF), (const unsigned char*)(cosv + at),
+                             HALF * 4, smem_addr(&bars[0]));
+                bulk_copy_to((unsigned char*)(sn_s + t * HALF), (const unsigned char*)(sinv + at),
+                             HALF * 4, smem_addr(&bars[0]));
+            }
+        }
+        for (int c = 1; c < NBUF && c < chunks; c++) {
+            unsigned short* k_s = kv_s + c * 2 * BN * QS;
+            bulk_chunk(k_s, k_s + BN * QS, smem_addr(&bars[c]), key0 + c * BN, key_end, T, qb,
+                       sqt, kp, skt, vp, svt, 0);
+        }
+    }
+#else
     for (int i = tid; i < R * (D / 8); i += THREADS) {
         const int r = i / (D / 8), s = i % (D / 8), row = min(row0 + r, rows_total - 1);
         cp_async16(smem_addr(q_s + r * QS + s * 8),
@@ -281,6 +352,7 @@ mqa_cluster(const unsigned short* __restrict__ qkv, const unsigned short* __rest
         cp_commit();
     }
     if (chunks == 0) cp_commit();  // q and cos / sin still need their group
+#endif
     STAMP(1);
 
     // this warp: rows wrow + g (token A, head g) and wrow + g + 8 (token A + 1, head g)
@@ -310,7 +382,11 @@ mqa_cluster(const unsigned short* __restrict__ qkv, const unsigned short* __rest
                 }
             }
         }
+#ifdef BULK
+        wait_phase(smem_addr(&bars[c % NBUF]), (c / NBUF) & 1);
+#else
         if (c + 1 < chunks) cp_wait1(); else cp_wait0();
+#endif
         __syncthreads();
         unsigned short* k_s = kv_s + (c % NBUF) * 2 * BN * QS;
         const unsigned short* v_s = k_s + BN * QS;
@@ -408,9 +484,14 @@ mqa_cluster(const unsigned short* __restrict__ qkv, const unsigned short* __rest
         if (c == 0) STAMP(3);
         if (c + NBUF < chunks) {
             unsigned short* k_n = kv_s + (c % NBUF) * 2 * BN * QS;
+#ifdef BULK
+            bulk_chunk(k_n, k_n + BN * QS, smem_addr(&bars[c % NBUF]), key0 + (c + NBUF) * BN,
+                       key_end, T, qb, sqt, kp, skt, vp, svt, 0);
+#else
             stage(k_n, k_n + BN * QS, key0 + (c + NBUF) * BN, key_end, T, qb, sqt, kp, skt, vp,
                   svt);
             cp_commit();
+#endif
         }
     }
 
