@@ -202,20 +202,25 @@ def _kernel_arguments(args: list):
     return values, array
 
 
-def launch_cluster(kernel, grid: tuple, block: tuple, args: list, shared_mem: int, cluster: int):
-    """Launch a `torch.cuda._compile_kernel` kernel on the current stream in thread-block
-    clusters of `cluster` blocks along x (cuLaunchKernelEx with the cluster-dimension
-    attribute; not cooperative: clusters run as SMs free up). A plain launch makes no
-    clusters, and a kernel that reads another block's shared memory needs one."""
+def _launch_ex(kernel, grid: tuple, block: tuple, args: list, shared_mem: int, cluster: int,
+               cooperative: bool) -> None:
+    """cuLaunchKernelEx on the current stream in clusters of `cluster` blocks along x."""
     if grid[0] % cluster:
         raise ValueError(f'a grid of {grid[0]} blocks does not split into clusters of {cluster}')
     _values, array = _kernel_arguments(args)
     libcuda = torch.cuda._utils._get_gpu_runtime_library()
     config, _attrs = launch_config(grid, block, shared_mem,
-                                   torch.cuda.current_stream().cuda_stream, cluster,
-                                   cooperative=False)
+                                   torch.cuda.current_stream().cuda_stream, cluster, cooperative)
     torch.cuda._utils._check_cuda(libcuda.cuLaunchKernelEx(
         ctypes.byref(config), kernel.func, array, None))
+
+
+def launch_cluster(kernel, grid: tuple, block: tuple, args: list, shared_mem: int, cluster: int):
+    """Launch a `torch.cuda._compile_kernel` kernel on the current stream in thread-block
+    clusters of `cluster` blocks along x (cuLaunchKernelEx with the cluster-dimension
+    attribute; not cooperative: clusters run as SMs free up). A plain launch makes no
+    clusters, and a kernel that reads another block's shared memory needs one."""
+    _launch_ex(kernel, grid, block, args, shared_mem, cluster, cooperative=False)
 
 
 def launch_cooperative(kernel, grid: tuple, block: tuple, args: list, shared_mem: int = 0,
@@ -227,15 +232,11 @@ def launch_cooperative(kernel, grid: tuple, block: tuple, args: list, shared_mem
     cluster > 1: the blocks go in thread-block clusters of that many along x (cuLaunchKernelEx
     with the cooperative and cluster-dimension attributes), so that they can share shared
     memory (the multicast bulk copies)."""
-    if cluster > 1 and grid[0] % cluster:
-        raise ValueError(f'a grid of {grid[0]} blocks does not split into clusters of {cluster}')
+    if cluster > 1:
+        _launch_ex(kernel, grid, block, args, shared_mem, cluster, cooperative=True)
+        return
     _values, array = _kernel_arguments(args)
     libcuda = torch.cuda._utils._get_gpu_runtime_library()
-    stream = torch.cuda.current_stream()
-    if cluster > 1:
-        config, _attrs = launch_config(grid, block, shared_mem, stream.cuda_stream, cluster)
-        torch.cuda._utils._check_cuda(libcuda.cuLaunchKernelEx(
-            ctypes.byref(config), kernel.func, array, None))
-        return
     torch.cuda._utils._check_cuda(libcuda.cuLaunchCooperativeKernel(
-        kernel.func, *grid, *block, shared_mem, stream._as_parameter_, array))
+        kernel.func, *grid, *block, shared_mem, torch.cuda.current_stream()._as_parameter_,
+        array))

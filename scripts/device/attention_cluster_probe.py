@@ -104,6 +104,11 @@ FORMS = (Form(4, 8), Form(2, 8), Form(4, 4), Form(2, 4), Form(4, 16), Form(4, 8,
 NON_PORTABLE_CLUSTER_SIZE_ALLOWED = 14  # CUfunction_attribute (cuda.h)
 
 
+def timeline_forms() -> list:
+    """The forms that also run once with phase stamps: 4 warps, clusters of 8 or 16."""
+    return [f for f in FORMS if f.warps == 4 and f.cluster >= 8]
+
+
 STAMP_NAMES = ('start', 'loads issued', 'chunk 0 in, q and own K rotated', 'chunk 0 done',
                'every chunk done', 'cluster barrier 1 (max / sum shared)', 'partials written',
                'cluster barrier 2', 'columns summed and stored', 'cluster barrier 3')
@@ -677,7 +682,7 @@ def main():
         except Exception as exc:
             entry['failed'] = f'{type(exc).__name__}: {str(exc)[-800:]}'
         print(name, json.dumps(entry), flush=True)
-    for form in (f for f in FORMS if f.warps == 4 and f.cluster >= 8):  # where the time goes
+    for form in timeline_forms():  # where the time goes
         try:
             stamped = ClusterAttention(form, stamps=True)
             chain(stamped)()

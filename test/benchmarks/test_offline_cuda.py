@@ -32,6 +32,8 @@ def _forms():
             mlp.source(form, mlp.WATCH_ALL, stamps=True)
     for form in attention.FORMS:
         yield f'mqa_cluster {form.name}', 'mqa_cluster', attention.source(form)
+    for form in attention.timeline_forms():
+        yield f'mqa_cluster {form.name}, stamps', 'mqa_cluster', attention.source(form, True)
 
 
 FORMS = list(_forms())
