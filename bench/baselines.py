@@ -16,6 +16,7 @@ Each builder returns `(fn, info)`; `fn(*args)` takes the 5-tuple of gpu_pi05.py'
 
 import copy
 import json
+import lzma
 import os
 import time
 
@@ -296,10 +297,13 @@ def torch_compile(model, args, mode='max-autotune', cache: str = '', scope: str 
     two 570 s attempts (the second with the first's kernels and autotuning cached).
 
     `cache` names inductor's portable compile cache (torch.compiler.save_cache_artifacts: the
-    compiled graphs with their autotuning choices and kernels), kept as CACHE.000, CACHE.001, ...
-    of at most 15 MiB each, with CACHE.json beside them (the cold compile's wall time). Where
-    it exists it is loaded first and the compile reuses it; otherwise it is written after the
-    compile. A cold max-autotune compile of pi05_full takes longer than one 10-minute device
+    compiled graphs with their autotuning choices and kernels), kept xz-compressed as CACHE.000,
+    CACHE.001, ... of at most 15 MiB each, with CACHE.json beside them (the cold compile's wall
+    time, the sizes, the compression). Where it exists it is loaded first and the compile
+    reuses it; otherwise it is written after the compile. Compressed, so that pi05_full's
+    (190 MB raw) may come back from a device call and travel to a later one (64 MiB each way)
+    instead of being compiled again every session; the compression costs seconds (lzma preset
+    1, ~20 MB/s). A cold max-autotune compile of pi05_full takes longer than one 10-minute device
     call leaves after the other paths, so it runs alone first (gpu_pi05.py --compile-only).
 
     With mode 'max-autotune' (or 'reduce-overhead') inductor replays CUDA graphs whose output
@@ -312,10 +316,9 @@ def torch_compile(model, args, mode='max-autotune', cache: str = '', scope: str 
     info = {'mode': mode, 'scope': scope, 'fullgraph': False, 'torch': torch.__version__}
     loaded = bool(cache) and os.path.isfile(f'{cache}.json')
     if loaded:
-        data = b''.join(_read(part) for part in _chunks(cache))
+        data, meta = read_compile_cache(cache)
         torch.compiler.load_cache_artifacts(data)
-        with open(f'{cache}.json', encoding='utf-8') as f:
-            info.update(json.load(f))
+        info.update(meta)
         info['cache'] = f'loaded ({len(data) / 1e6:.1f} MB)'
     if scope == 'whole':
         compiled = torch.compile(model.sample_actions, mode=mode, fullgraph=False)
@@ -332,16 +335,10 @@ def torch_compile(model, args, mode='max-autotune', cache: str = '', scope: str 
             info['cache'] = 'nothing to save'
         else:
             data = saved[0]
-            for part in _chunks(cache):
-                os.remove(part)
-            for i in range(0, len(data), CHUNK_BYTES):
-                with open(f'{cache}.{i // CHUNK_BYTES:03d}', 'wb') as f:
-                    f.write(data[i:i + CHUNK_BYTES])
+            stored = write_compile_cache(cache, data, {
+                'cold_compile_s': info['compile_s'], 'torch': torch.__version__, 'mode': mode})
             info['cold_compile_s'] = info['compile_s']
-            with open(f'{cache}.json', 'w', encoding='utf-8') as f:
-                json.dump({'cold_compile_s': info['compile_s'], 'torch': torch.__version__,
-                           'mode': mode, 'bytes': len(data)}, f)
-            info['cache'] = f'saved ({len(data) / 1e6:.1f} MB)'
+            info['cache'] = f'saved ({len(data) / 1e6:.1f} MB, {stored / 1e6:.1f} MB xz)'
 
     def fn(*call_args):
         return compiled(*call_args)
@@ -362,6 +359,40 @@ def compile_stages(model, mode: str):
                                                token_mask)
         return expert(k_cache, v_cache, prefix_mask, noise)
     return sample_actions
+
+
+def write_compile_cache(cache: str, data: bytes, meta: dict) -> int:
+    """Write `data` xz-compressed as CACHE.000, ... (CHUNK_BYTES each) and CACHE.json (`meta`
+    with the raw and stored sizes) -> the stored bytes. Older chunks of the name go first."""
+    stored = lzma.compress(data, format=lzma.FORMAT_XZ, preset=1)
+    for part in _chunks(cache):
+        os.remove(part)
+    for i in range(0, len(stored), CHUNK_BYTES):
+        with open(f'{cache}.{i // CHUNK_BYTES:03d}', 'wb') as f:
+            f.write(stored[i:i + CHUNK_BYTES])
+    with open(f'{cache}.json', 'w', encoding='utf-8') as f:
+        json.dump({**meta, 'bytes': len(data), 'stored_bytes': len(stored),
+                   'compression': 'xz'}, f)
+    return len(stored)
+
+
+def read_compile_cache(cache: str) -> tuple:
+    """CACHE.json and the chunks beside it -> (the cache's bytes, its metadata). Caches saved
+    before compression (no 'compression' in the JSON) are read as they are. A missing or short
+    chunk is refused with the sizes, not handed to inductor."""
+    with open(f'{cache}.json', encoding='utf-8') as f:
+        meta = json.load(f)
+    raw = b''.join(_read(part) for part in _chunks(cache))
+    compression = meta.get('compression')
+    want = meta.get('stored_bytes', meta.get('bytes')) if compression else meta.get('bytes')
+    if want is not None and len(raw) != want:
+        raise ValueError(f'compile cache {cache}: its chunks hold {len(raw)} bytes, '
+                         f'{cache}.json says {want} (a chunk missing?)')
+    if compression == 'xz':
+        return lzma.decompress(raw, format=lzma.FORMAT_XZ), meta
+    if compression:
+        raise ValueError(f'compile cache {cache}: unknown compression {compression!r}')
+    return raw, meta
 
 
 def _read(path: str) -> bytes:

@@ -2,7 +2,9 @@
 # Run on the H200 machine (device tool) from the repo root, alone in a call: the cold
 # torch.compile max-autotune compile of the reference pi05_full (SCOPE=whole or stages, as
 # gpu_pi05.py's --compile-scope; default stages), saved as inductor's portable cache in
-# $OUT/torch_compile.cache.NNN (+ .json) for full_gpu.sh's COMPILE_CACHE.
+# $OUT/torch_compile.cache.NNN (+ .json) for full_gpu.sh's COMPILE_CACHE: xz-compressed 15 MiB
+# chunks (bench/baselines.py), so that they may come back (8 files, 64 MiB) to be kept in
+# .compile_cache/ here and carried to a later call, which then skips this one.
 # The cold compile can run past the 10-minute call limit, so it is stopped at LIMIT_S (570 s)
 # and, if unfinished, inductor's and Triton's on-disk caches so far are packed into
 # $OUT/inductor_partial.tgz.NNN (15 MiB pieces: a larger file does not come back). Copy them
