@@ -24,7 +24,8 @@ splits' partial softmax sums through global memory.
   block's partial into the bf16 output. No combine kernel, no partials in global memory.
 
 Timed per layer on 18 layers' distinct K/V and qkv as a chain of 18 attention calls in one CUDA
-graph, beside the Triton pair as the H200 build tiles it, and checked against
+graph, beside the Triton pair as the H200 build tiles it, with K/V strided as the artifact reads
+them (views into the prefix's qkv output, rows 5 KB apart) and contiguous, and checked against
 `ops.mqa_attention_reference` (max error / max |reference|), with contiguous and with strided K/V
 (the artifact reads the prefix's K/V where its qkv GEMM left them). The forms with 4 warps and
 clusters of 8 or 16 also run once with %globaltimer stamps at each phase's end (STAMP_NAMES).
@@ -32,9 +33,12 @@ clusters of 8 or 16 also run once with %globaltimer stamps at each phase's end (
 Measured on the H200 (2026-12-01, bench/results/attention_cluster_probe_h200.json; Nsight
 Compute of the 4-warp, cluster-8 form in ncu_mqa_cluster_h200.txt): every form computes the
 reference's numbers (the same max error as the Triton pair, 6.2e-3 contiguous, 7.0e-3 strided),
-and every form is slower: per layer 18.8 us (4 warps, clusters of 16: one chunk a block), 19.6
-(4 warps, 8), 22.4 (2 warps, 8), 28.4 and 33.4 (clusters of 4), against 14.0 for the Triton
-pair (18.4-19.8 and 14.0 in the runs before). Where a block's ~19 us go (the stamps, cluster 8;
+and every form is slower: per layer with strided K/V 18.6 us (4 warps, clusters of 16: one
+chunk a block), 19.7 (4 warps, 8), 22.5 (2 warps, 8), 28.5 and 33.6 (clusters of 4), against
+14.0 for the Triton pair (18.4-19.8 and 13.9-14.0 in the three runs before). Contiguous K/V save
+0.0-0.8 us a call (the Triton pair 13.6 against 14.0: 0.07 ms over an inference's 180 calls,
+about what copying the prefix's 18 K/V pairs would cost, so the artifact keeps reading them
+where they are). Where a block's ~19 us go (the stamps, cluster 8;
 medians): issuing its copies 4.6 us (q 32 KB, cos / sin 8-50 KB and two chunks of 64 KB:
 170-210 KB a block, and a copy's issue stalls while too many are in flight), the first chunk's
 arrival and the rotations 3.1 more (about 25 GB/s into each SM, 1.4 TB/s over the 56 busy
@@ -42,7 +46,7 @@ SMs), each chunk's dots and softmax about 2 (mma.sync), the partials written 1.0
 column sums through distributed shared memory 2.3 (3.6-4.1 with clusters of 16), and the
 three cluster barriers 0.3-0.5 us each (with the skew between splits, the first 0.5-1.8).
 Nsight Compute: 251 registers, one warp per scheduler, an instruction issued every 4.6 cycles.
-The bulk-copy forms (one 512-byte row a copy, issued by warp 0) are slower again, 21.9-25.6
+The bulk-copy forms (one 512-byte row a copy, issued by warp 0) are slower again, 22.4-25.8
 us: issuing their ~200 copies takes 6.4-12.0 us, so the copy engine wants few large (2-D
 tensor-map) copies, not a row each. Earlier forms of the same kernel, also slower: the q and
 own-K rotations loading their operands themselves, one round trip per 8-dim segment, 23.3 us;
@@ -652,12 +656,13 @@ def main():
     wants = {kind: ops.mqa_attention_reference(x['qkv'], x['kp'], x['vp'], x['cos'], x['sin'],
                                                x['mask'], HEADS, scale)
              for kind, x in checks.items()}
-    layers = [inputs(dev, True, 10 + i) for i in range(LAYERS)]
+    layers = {kind: [inputs(dev, kind == 'strided', 10 + i) for i in range(LAYERS)]
+              for kind in ('strided', 'contiguous')}
 
-    def chain(attend):
+    def chain(attend, kind='strided'):
         def run():
             return [attend(x['qkv'], x['kp'], x['vp'], x['cos'], x['sin'], x['mask'], HEADS,
-                           scale) for x in layers]
+                           scale) for x in layers[kind]]
         return run
 
     def triton(qkv, kp, vp, cos, sin, mask, heads, s):
@@ -678,7 +683,9 @@ def main():
                 torch.cuda.synchronize()
                 entry[f'rel_error_{kind}'] = rel_error(got, wants[kind])
                 entry[f'finite_{kind}'] = bool(torch.isfinite(got).all())
-            entry['us_per_layer'] = round(tuning.gpu_time_ms(chain(attend)) * 1e3 / LAYERS, 2)
+            for kind, key in (('strided', 'us_per_layer'),
+                              ('contiguous', 'us_per_layer_contiguous_kv')):
+                entry[key] = round(tuning.gpu_time_ms(chain(attend, kind)) * 1e3 / LAYERS, 2)
         except Exception as exc:
             entry['failed'] = f'{type(exc).__name__}: {str(exc)[-800:]}'
         print(name, json.dumps(entry), flush=True)
