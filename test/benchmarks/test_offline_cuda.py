@@ -9,9 +9,10 @@ from load_script import load_script
 
 
 def _forms():
-    wgmma, hopper, chain, mlp, attention = (load_script('scripts', 'device', f'{n}.py') for n in (
-        'wgmma_check', 'nvrtc_hopper_check', 'persistent_chain_probe', 'mlp_chain_probe',
-        'attention_cluster_probe'))
+    wgmma, hopper, chain, mlp, attention, ingest = (
+        load_script('scripts', 'device', f'{n}.py') for n in (
+            'wgmma_check', 'nvrtc_hopper_check', 'persistent_chain_probe', 'mlp_chain_probe',
+            'attention_cluster_probe', 'ingest_probe'))
     yield 'wgmma_tile', 'wgmma_tile', wgmma.tile_source()
     for nbuf, overlap in sorted({(nbuf, overlap) for nbuf, overlap, _ in wgmma.STREAM_FORMS}):
         yield f'stream_gemm ring {nbuf} overlap {overlap}', 'stream_gemm', \
@@ -34,6 +35,7 @@ def _forms():
         yield f'mqa_cluster {form.name}', 'mqa_cluster', attention.source(form)
     for form in attention.timeline_forms():
         yield f'mqa_cluster {form.name}, stamps', 'mqa_cluster', attention.source(form, True)
+    yield 'ingest', 'ingest', ingest.source()
 
 
 FORMS = list(_forms())
