@@ -303,8 +303,9 @@ def torch_compile(model, args, mode='max-autotune', cache: str = '', scope: str 
     reuses it; otherwise it is written after the compile. Compressed, so that pi05_full's
     (190 MB raw) may come back from a device call and travel to a later one (64 MiB each way)
     instead of being compiled again every session; the compression costs seconds (lzma preset
-    1, ~20 MB/s). A cold max-autotune compile of pi05_full takes longer than one 10-minute device
-    call leaves after the other paths, so it runs alone first (gpu_pi05.py --compile-only).
+    1: ~30 MB/s and 12-18x on parts of that cache). A cold max-autotune compile of pi05_full
+    takes longer than one 10-minute device call leaves after the other paths, so it runs alone
+    first (gpu_pi05.py --compile-only).
 
     With mode 'max-autotune' (or 'reduce-overhead') inductor replays CUDA graphs whose output
     buffers are reused: clone an output before the next call if it must be kept."""
@@ -384,7 +385,7 @@ def read_compile_cache(cache: str) -> tuple:
         meta = json.load(f)
     raw = b''.join(_read(part) for part in _chunks(cache))
     compression = meta.get('compression')
-    want = meta.get('stored_bytes', meta.get('bytes')) if compression else meta.get('bytes')
+    want = meta.get('stored_bytes' if compression else 'bytes')
     if want is not None and len(raw) != want:
         raise ValueError(f'compile cache {cache}: its chunks hold {len(raw)} bytes, '
                          f'{cache}.json says {want} (a chunk missing?)')
