@@ -35,31 +35,14 @@ def _precision(dtype) -> str:
 
 
 @triton.jit
-def _modulated(x, mod_ptrs, sumsq, dtype):
-    """adaRMS in the GEMM: x's squares summed into sumsq (rstd is applied in the epilogue), x
-    times the norm's (1 + scale) in the weights' dtype."""
-    xf = x.to(tl.float32)
-    return (xf * tl.load(mod_ptrs)[None, :]).to(dtype), sumsq + tl.sum(xf * xf, axis=1)
-
-
-@triton.jit
-def _block_dot(x, w, acc, SWAP: tl.constexpr, PRECISION: tl.constexpr):
-    """acc += x @ w^T, or its transpose (w @ x^T) when SWAP."""
-    if SWAP:
-        acc = tl.dot(w, tl.trans(x), acc, input_precision=PRECISION)
-    else:
-        acc = tl.dot(x, tl.trans(w), acc, input_precision=PRECISION)
-    return acc
-
-
-@triton.jit
 def _expert_gemm_kernel(x_ptr, w_ptr, w2_ptr, y_ptr, mod_ptr, bias_ptr, bias2_ptr, res_ptr,
                         gate_ptr, part_ptr, part2_ptr, sumsq_ptr, count_ptr, M, N, K,
                         k_per_split, stride_x, stride_w, stride_w2, stride_y, stride_res, eps,
                         NORM: tl.constexpr, GEGLU: tl.constexpr, RESIDUAL: tl.constexpr,
                         GATED: tl.constexpr, SPLITS: tl.constexpr, SWAP: tl.constexpr,
                         PRECISION: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
-                        BK: tl.constexpr, PDL: tl.constexpr = 0, PRE_K: tl.constexpr = 0):
+                        BK: tl.constexpr, PDL: tl.constexpr = 0):
+    _grid_dependency(PDL, 1)
     pid_n = tl.program_id(0)
     pid_m = tl.program_id(1)
     split = tl.program_id(2)
@@ -69,14 +52,9 @@ def _expert_gemm_kernel(x_ptr, w_ptr, w2_ptr, y_ptr, mod_ptr, bias_ptr, bias2_pt
     row_ok = rows < M
     col_ok = cols < N
     k_start = split * k_per_split
-    if PRE_K:  # the first PRE_K of the slice's weights, before the wait: see expert_gemm
-        pk = tl.arange(0, PRE_K)
-        w_pre = tl.load(w_ptr + cols[:, None] * stride_w + (k_start + pk)[None, :],
-                        mask=col_ok[:, None], other=0.0)
-        if GEGLU:
-            w2_pre = tl.load(w2_ptr + cols[:, None] * stride_w2 + (k_start + pk)[None, :],
-                             mask=col_ok[:, None], other=0.0)
-    _grid_dependency(PDL, 1)
+    x_ptrs = x_ptr + rows[:, None] * stride_x + (k_start + ks)[None, :]
+    w_ptrs = w_ptr + cols[:, None] * stride_w + (k_start + ks)[None, :]
+    w2_ptrs = w2_ptr + cols[:, None] * stride_w2 + (k_start + ks)[None, :]
     if SWAP:  # the weight block is the MMA's M side (64+ rows), the tokens its N side
         acc = tl.zeros((BN, BM), dtype=tl.float32)
         acc2 = tl.zeros((BN, BM), dtype=tl.float32)
@@ -84,28 +62,23 @@ def _expert_gemm_kernel(x_ptr, w_ptr, w2_ptr, y_ptr, mod_ptr, bias_ptr, bias2_pt
         acc = tl.zeros((BM, BN), dtype=tl.float32)
         acc2 = tl.zeros((BM, BN), dtype=tl.float32)
     sumsq = tl.zeros((BM,), dtype=tl.float32)
-    if PRE_K:
-        x_pre = tl.load(x_ptr + rows[:, None] * stride_x + (k_start + pk)[None, :],
-                        mask=row_ok[:, None], other=0.0)
-        if NORM:
-            x_pre, sumsq = _modulated(x_pre, mod_ptr + k_start + pk, sumsq,
-                                      w_ptr.dtype.element_ty)
-        acc = _block_dot(x_pre, w_pre, acc, SWAP, PRECISION)
-        if GEGLU:
-            acc2 = _block_dot(x_pre, w2_pre, acc2, SWAP, PRECISION)
-    k_loop = k_start + PRE_K
-    x_ptrs = x_ptr + rows[:, None] * stride_x + (k_loop + ks)[None, :]
-    w_ptrs = w_ptr + cols[:, None] * stride_w + (k_loop + ks)[None, :]
-    w2_ptrs = w2_ptr + cols[:, None] * stride_w2 + (k_loop + ks)[None, :]
-    for k0 in range(k_loop, k_start + k_per_split, BK):
+    for k0 in range(k_start, k_start + k_per_split, BK):
         x = tl.load(x_ptrs, mask=row_ok[:, None], other=0.0)
         if NORM:
-            x, sumsq = _modulated(x, mod_ptr + k0 + ks, sumsq, w_ptr.dtype.element_ty)
+            xf = x.to(tl.float32)
+            sumsq += tl.sum(xf * xf, axis=1)
+            x = (xf * tl.load(mod_ptr + k0 + ks)[None, :]).to(w_ptr.dtype.element_ty)
         w = tl.load(w_ptrs, mask=col_ok[:, None], other=0.0)
-        acc = _block_dot(x, w, acc, SWAP, PRECISION)
+        if SWAP:
+            acc = tl.dot(w, tl.trans(x), acc, input_precision=PRECISION)
+        else:
+            acc = tl.dot(x, tl.trans(w), acc, input_precision=PRECISION)
         if GEGLU:
             w2 = tl.load(w2_ptrs, mask=col_ok[:, None], other=0.0)
-            acc2 = _block_dot(x, w2, acc2, SWAP, PRECISION)
+            if SWAP:
+                acc2 = tl.dot(w2, tl.trans(x), acc2, input_precision=PRECISION)
+            else:
+                acc2 = tl.dot(x, tl.trans(w2), acc2, input_precision=PRECISION)
             w2_ptrs += BK
         x_ptrs += BK
         w_ptrs += BK
@@ -178,24 +151,15 @@ def expert_gemm(x, weight, tiles, *, counters=None, weight2=None, mod=None, bias
     then costs fewer re-reads of x per weight byte than 16-32 columns of W with x as M. (On the
     H200 this helped the norm-fused parts by 13-20% and lost every part to cuBLAS or the
     unswapped tilings: the tuner decides.) An optional eighth value turns on programmatic
-    dependent launch (triton_kernels.grid_dependency: 1 or 2; 0 or absent: off).
-
-    An optional ninth value, pre_k (a power of two, a multiple of block_k, at most a slice's K),
-    loads the first pre_k of each program's weight slice before the kernel waits for the one
-    before it: the weights do not depend on that kernel, so under dependent launch their trip
-    from HBM overlaps its tail instead of following it (the rest streams as before)."""
+    dependent launch (triton_kernels.grid_dependency: 1 or 2; 0 or absent: off)."""
     block_m, block_n, block_k, warps, stages, splits, swap = tiles[:7]
     pdl = tiles[7] if len(tiles) > 7 else 0
-    pre_k = tiles[8] if len(tiles) > 8 else 0
     a, w = _rows(x), _rows(weight)
     m, k = a.shape
     n = w.shape[0]
     if k % (block_k * splits):
         raise ValueError(f'expert_gemm: K={k} is not a multiple of {splits} splits of '
                          f'{block_k}')
-    if pre_k and (pre_k & (pre_k - 1) or pre_k % block_k or pre_k > k // splits):
-        raise ValueError(f'expert_gemm: pre_k={pre_k} is not a power of two, a multiple of '
-                         f'{block_k} and at most the {k // splits} of a K slice')
     grid = (triton.cdiv(n, block_n), triton.cdiv(m, block_m), splits)
     f32 = dict(dtype=torch.float32, device=x.device)
     out = torch.empty((m, n), dtype=x.dtype, device=x.device)
@@ -220,7 +184,7 @@ def expert_gemm(x, weight, tiles, *, counters=None, weight2=None, mod=None, bias
         w2.stride(0), out.stride(0), res.stride(0), eps, NORM=mod is not None,
         GEGLU=weight2 is not None, RESIDUAL=residual is not None, GATED=gate is not None,
         SPLITS=splits, SWAP=bool(swap), PRECISION=_precision(x.dtype), BM=block_m,
-        BN=block_n, BK=block_k, PDL=pdl, PRE_K=pre_k,
+        BN=block_n, BK=block_k, PDL=pdl,
         num_warps=warps, num_stages=stages, **_pdl_launch(pdl))
     return out.view(*x.shape[:-1], n)
 

@@ -63,10 +63,10 @@ def layer_weights(dev):
                 kp=torch.randn(1, PREFIX, 1, D, **bf), vp=torch.randn(1, PREFIX, 1, D, **bf))
 
 
-def gemm_part(part, L, inp, x, tiles, counters, pdl=0, pre_k=0):
+def gemm_part(part, L, inp, x, tiles, counters, pdl=0):
     """One GEMM part of layer L: the fused lamp kernel with `tiles`, or its library form
     (tiles == [], as in ExpertKernels). inp is the part's input, x the residual stream; pdl
-    applies to the lamp kernels (cuBLAS launches plainly), pre_k to o and down."""
+    applies to the lamp kernels (cuBLAS launches plainly)."""
     if part in ('qkv', 'gate_up'):
         if not tiles:  # rms_norm, cuBLAS [, geglu]
             y = F.linear(tk.rms_norm(inp, L['scale'], L['shift'], 1e-6, pdl=pdl), L[part])
@@ -79,47 +79,21 @@ def gemm_part(part, L, inp, x, tiles, counters, pdl=0, pre_k=0):
                               eps=1e-6)
     if not tiles:  # cuBLAS, addcmul
         return torch.addcmul(x, F.linear(inp, L[part]), L['gate_o'])
-    return te.expert_gemm(inp, L[part], [*tiles, pdl, pre_k], counters=counters, residual=x,
+    return te.expert_gemm(inp, L[part], [*tiles, pdl], counters=counters, residual=x,
                           gate=L['gate_o'])
 
 
-def form_tiles(form: str) -> tuple:
-    """'BASE[ pdlN][ preK][ PART:BNxSPLITS ...]' -> (GEMM tiles per part, pdl, pre_k per part).
-
-    preK loads the first K (at most a K slice) of each fused o / down program's weights before
-    it waits for the kernel before it (expert_gemm's pre_k); PART:BNxSPLITS re-tiles a fused
-    part (its block_n and K splits)."""
-    base, *words = form.split()
-    tiles = {**GEMM['fused'], 'qkv': [], 'gate_up': []} if base == 'chosen' else GEMM[base]
-    tiles = {part: list(t) for part, t in tiles.items()}
-    pdl, pre = 0, {}
-    for word in words:
-        if word.startswith('pdl'):
-            pdl = int(word[3:])
-        elif word.startswith('pre'):
-            pre = {part: int(word[3:]) for part in ('o', 'down')}
-        else:
-            part, _, shape = word.partition(':')
-            block_n, splits = map(int, shape.split('x'))
-            tiles[part][1], tiles[part][5] = block_n, splits
-    for part, k in list(pre.items()):
-        if not tiles[part]:
-            del pre[part]
-            continue
-        width = {'o': HEADS * D, 'down': MLP}[part] // tiles[part][5]
-        pre[part] = min(k, width)
-    return tiles, pdl, pre
-
-
 def step(layers, x, rotation, mask, counters, form: str):
-    tiles, pdl, pre = form_tiles(form)
+    base, _, pdl = form.partition(' pdl')
+    pdl = int(pdl or 0)
+    tiles = {**GEMM['fused'], 'qkv': [], 'gate_up': []} if base == 'chosen' else GEMM[base]
     for L in layers:
         qkv = gemm_part('qkv', L, x, x, tiles['qkv'], counters, pdl)
         a = te.mqa_attention(qkv, L['kp'], L['vp'], *rotation, mask, HEADS, D ** -0.5,
                              [*ATTENTION, pdl])
-        x = gemm_part('o', L, a, x, tiles['o'], counters, pdl, pre.get('o', 0))
+        x = gemm_part('o', L, a, x, tiles['o'], counters, pdl)
         h = gemm_part('gate_up', L, x, x, tiles['gate_up'], counters, pdl)
-        x = gemm_part('down', L, h, x, tiles['down'], counters, pdl, pre.get('down', 0))
+        x = gemm_part('down', L, h, x, tiles['down'], counters, pdl)
     return x
 
 
