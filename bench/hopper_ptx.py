@@ -1,8 +1,10 @@
 """CUDA C++ helpers of the NVRTC probes for sm_90a (scripts/device/nvrtc_hopper_check.py,
 wgmma_check.py, persistent_chain_probe.py, mlp_chain_probe.py): the inline PTX a persistent
 expert would be built from, written once, and the host packing its wgmma descriptors read.
-Prepend `HELPERS` to a kernel's source; the other pieces (`BF16_BITS`, `GRID_SYNC`, `LOAD_CG`,
-`LAST_TO_ARRIVE`, `mma_tile_source`, `wgmma_asm`) go where a kernel needs them."""
+Prepend `HELPERS` to a kernel's source; the other pieces (`CLUSTER`, `TENSOR_COPY`, `BF16_BITS`,
+`GRID_SYNC`, `LOAD_CG`, `LAST_TO_ARRIVE`, `mma_tile_source`, `wgmma_asm`) go where a kernel needs
+them; `encode_tensor_map` makes the tensor maps TENSOR_COPY reads, `launch_cluster` and
+`launch_cooperative` launch with the attributes the probes need."""
 
 import ctypes
 
@@ -43,6 +45,39 @@ __device__ __forceinline__ u64 descriptor(unsigned addr, unsigned lbo, unsigned 
         | ((u64)((sbo & 0x3FFFF) >> 4) << 32);
 }
 '''
+
+# a block's rank in its thread-block cluster, and the cluster-wide barrier
+CLUSTER = r'''__device__ __forceinline__ unsigned cluster_rank() {
+    unsigned r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+    return r;
+}
+// every thread of every block of the cluster; orders shared-memory stores before remote reads
+__device__ __forceinline__ void cluster_sync() {
+    asm volatile("barrier.cluster.arrive.release.aligned;\n"
+                 "barrier.cluster.wait.acquire.aligned;" ::: "memory");
+}'''
+
+# 2-D tensor-map (TMA) copies global -> shared: the map (a CUtensorMap made on the host by
+# encode_tensor_map, passed by value as a __grid_constant__ kernel argument) names the matrix,
+# its row stride and the box; one instruction copies a whole box to `to`, its bytes completing on
+# the mbarrier `bar`. The multicast form lands the box at the same offset in the shared memory of
+# every block of the cluster in `ctas` (a bit a block), and completes on each one's `bar`.
+TENSOR_COPY = r'''struct __align__(64) TensorMap { unsigned long long words[16]; };
+__device__ __forceinline__ void tensor_copy_2d(void* to, const TensorMap* map, int x, int y,
+                                               unsigned bar) {
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+                 " [%0], [%1, {%2, %3}], [%4];"
+                 :: "r"(smem_addr(to)), "l"(map), "r"(x), "r"(y), "r"(bar) : "memory");
+}
+__device__ __forceinline__ void tensor_copy_2d_multicast(void* to, const TensorMap* map, int x,
+                                                         int y, unsigned bar,
+                                                         unsigned short ctas) {
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+                 ".multicast::cluster [%0], [%1, {%2, %3}], [%4], %5;"
+                 :: "r"(smem_addr(to)), "l"(map), "r"(x), "r"(y), "r"(bar), "h"(ctas)
+                 : "memory");
+}'''
 
 # float -> bf16 bits, round to nearest even (no cuda_bf16.h under NVRTC here)
 BF16_BITS = r'''__device__ __forceinline__ unsigned bf16_bits(float f) {  // round to nearest even
@@ -184,21 +219,78 @@ def launch_config(grid: tuple, block: tuple, shared_mem: int, stream, cluster: i
     return config, attrs
 
 
+class TensorMap:
+    """A CUtensorMap (128 bytes, 64-byte aligned, as cuTensorMapEncodeTiled requires), passed
+    to a kernel by value (its `TensorMap` argument, TENSOR_COPY). Keep it, and the matrix it
+    names, alive until the launches that use it are done."""
+
+    BYTES, ALIGN = 128, 64
+
+    def __init__(self):
+        self._storage = ctypes.create_string_buffer(self.BYTES + self.ALIGN)
+        self.address = -(-ctypes.addressof(self._storage) // self.ALIGN) * self.ALIGN
+
+
+TENSOR_MAP_DTYPES = {torch.uint8: 0, torch.bfloat16: 9, torch.float32: 7}  # CUtensorMapDataType
+L2_PROMOTION_128B = 2  # CUtensorMapL2promotion
+
+
+def box_geometry(matrix, box_rows: int, box_cols: int) -> dict:
+    """The cuTensorMapEncodeTiled arguments of a 2-D box copy from `matrix` (rows, cols), whose
+    rows may lie any multiple of 16 bytes apart (a strided view), checked against the limits the
+    driver enforces: a box of at most 256 x 256 elements whose rows are a multiple of 16 bytes,
+    a 16-byte aligned base."""
+    if matrix.dim() != 2 or matrix.stride(1) != 1:
+        raise ValueError(f'a tensor map needs a 2-D matrix with unit column stride, not '
+                         f'{tuple(matrix.shape)} strided {matrix.stride()}')
+    if matrix.dtype not in TENSOR_MAP_DTYPES:
+        raise ValueError(f'no tensor-map data type for {matrix.dtype}')
+    size = matrix.element_size()
+    rows, cols = matrix.shape
+    pitch = matrix.stride(0) * size
+    if not (0 < box_rows <= min(256, rows) and 0 < box_cols <= min(256, cols)):
+        raise ValueError(f'box {box_rows} x {box_cols} does not fit 256 x 256 and the '
+                         f'{rows} x {cols} matrix')
+    if box_cols * size % 16 or pitch % 16 or matrix.data_ptr() % 16:
+        raise ValueError(f'box rows of {box_cols * size} bytes, a row pitch of {pitch} and the '
+                         f'base address must all be multiples of 16 bytes')
+    return {'dtype': TENSOR_MAP_DTYPES[matrix.dtype], 'dims': (cols, rows), 'pitch': pitch,
+            'box': (box_cols, box_rows), 'box_bytes': box_rows * box_cols * size}
+
+
+def encode_tensor_map(matrix, box_rows: int, box_cols: int) -> TensorMap:
+    """cuTensorMapEncodeTiled for box copies of box_rows x box_cols from `matrix` (tile mode,
+    no interleave, no swizzle: the box lands in shared memory row after row, as in the matrix;
+    L2 promotion of 128 bytes; out-of-range elements read as zeros)."""
+    g = box_geometry(matrix, box_rows, box_cols)
+    tensor_map = TensorMap()
+    libcuda = torch.cuda._utils._get_gpu_runtime_library()
+    torch.cuda._utils._check_cuda(libcuda.cuTensorMapEncodeTiled(
+        ctypes.c_void_p(tensor_map.address), g['dtype'], 2, ctypes.c_void_p(matrix.data_ptr()),
+        (ctypes.c_uint64 * 2)(*g['dims']), (ctypes.c_uint64 * 1)(g['pitch']),
+        (ctypes.c_uint32 * 2)(*g['box']), (ctypes.c_uint32 * 2)(1, 1), 0, 0,
+        L2_PROMOTION_128B, 0))
+    return tensor_map
+
+
 def _kernel_arguments(args: list):
     """ctypes values of a kernel's arguments and the void* array that points to them."""
     values = []
     for arg in args:
-        if isinstance(arg, torch.Tensor):
+        if isinstance(arg, TensorMap):
+            values.append(arg)
+        elif isinstance(arg, torch.Tensor):
             values.append(ctypes.c_void_p(arg.data_ptr()))
         elif isinstance(arg, int):
             values.append(ctypes.c_int(arg))
         elif isinstance(arg, float):
             values.append(ctypes.c_float(arg))
         else:
-            raise TypeError(f'kernel argument of type {type(arg).__name__}: tensors, ints and '
-                            'floats only')
+            raise TypeError(f'kernel argument of type {type(arg).__name__}: tensors, ints, '
+                            'floats and tensor maps only')
     array = (ctypes.c_void_p * len(values))(
-        *[ctypes.cast(ctypes.byref(v), ctypes.c_void_p) for v in values])
+        *[ctypes.c_void_p(v.address) if isinstance(v, TensorMap)
+          else ctypes.cast(ctypes.byref(v), ctypes.c_void_p) for v in values])
     return values, array
 
 

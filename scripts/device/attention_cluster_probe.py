@@ -121,12 +121,12 @@ STAMP_NAMES = ('start', 'loads issued', 'chunk 0 in, q and own K rotated', 'chun
 def source(form: Form, stamps: bool = False) -> str:
     """The CUDA C++ of `mqa_cluster` for one form (NVRTC, sm_90a); stamps: thread 0 of each
     block writes %globaltimer at the end of each phase (STAMP_NAMES)."""
-    from bench.hopper_ptx import BF16_BITS, HELPERS
+    from bench.hopper_ptx import BF16_BITS, CLUSTER, HELPERS
     head = ('#define STAMPS\n' if stamps else '') + ('#define BULK\n' if form.bulk else '') + \
         (f'#define WARPS {form.warps}\n#define CL {form.cluster}\n#define H {HEADS}\n'
          f'#define D {D}\n#define HALF {D // 2}\n#define BN {BN}\n#define NBUF {NBUF}\n'
          f'#define QS {QS}\n#define OS {OS}\n#define FILL ({FILL!r}f)\n')
-    return head + HELPERS + BF16_BITS + KERNEL
+    return head + HELPERS + CLUSTER + BF16_BITS + KERNEL
 
 
 KERNEL = r'''
@@ -169,16 +169,6 @@ __device__ __forceinline__ void cp_commit() {
 }
 __device__ __forceinline__ void cp_wait1() { asm volatile("cp.async.wait_group 1;" ::: "memory"); }
 __device__ __forceinline__ void cp_wait0() { asm volatile("cp.async.wait_group 0;" ::: "memory"); }
-__device__ __forceinline__ unsigned cluster_rank() {
-    unsigned r;
-    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
-    return r;
-}
-// every thread of every block of the cluster; orders shared-memory stores before remote reads
-__device__ __forceinline__ void cluster_sync() {
-    asm volatile("barrier.cluster.arrive.release.aligned;\n"
-                 "barrier.cluster.wait.acquire.aligned;" ::: "memory");
-}
 // the address of `p` (this block's shared memory) in block `rank`'s shared memory
 __device__ __forceinline__ unsigned remote(const void* p, unsigned rank) {
     unsigned r;

@@ -36,6 +36,7 @@ def _forms():
     for form in attention.timeline_forms():
         yield f'mqa_cluster {form.name}, stamps', 'mqa_cluster', attention.source(form, True)
     yield 'ingest', 'ingest', ingest.source()
+    yield 'ingest_tensor', 'ingest_tensor', ingest.tensor_source()
 
 
 FORMS = list(_forms())
