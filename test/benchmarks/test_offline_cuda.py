@@ -9,10 +9,10 @@ from load_script import load_script
 
 
 def _forms():
-    wgmma, hopper, chain, mlp, attention, ingest = (
+    wgmma, hopper, chain, mlp, attention, ingest, attention_wgmma = (
         load_script('scripts', 'device', f'{n}.py') for n in (
             'wgmma_check', 'nvrtc_hopper_check', 'persistent_chain_probe', 'mlp_chain_probe',
-            'attention_cluster_probe', 'ingest_probe'))
+            'attention_cluster_probe', 'ingest_probe', 'attention_wgmma_probe'))
     yield 'wgmma_tile', 'wgmma_tile', wgmma.tile_source()
     for nbuf, overlap in sorted({(nbuf, overlap) for nbuf, overlap, _ in wgmma.STREAM_FORMS}):
         yield f'stream_gemm ring {nbuf} overlap {overlap}', 'stream_gemm', \
@@ -37,6 +37,10 @@ def _forms():
         yield f'mqa_cluster {form.name}, stamps', 'mqa_cluster', attention.source(form, True)
     yield 'ingest', 'ingest', ingest.source()
     yield 'ingest_tensor', 'ingest_tensor', ingest.tensor_source()
+    for form in attention_wgmma.FORMS:
+        for stamps in (False, True):
+            yield f'mqa_wgmma {form.name}{", stamps" * stamps}', 'mqa_wgmma', \
+                attention_wgmma.source(form, stamps)
 
 
 FORMS = list(_forms())

@@ -1,0 +1,627 @@
+"""The expert attention as one CUDA kernel built the way the ingest and cluster probes say it
+must be: K/V taken in by a few large bulk copies of tiles packed ahead of time, dots on warpgroup
+MMAs (wgmma), the key splits merged in a thread-block cluster. A probe toward the persistent
+expert's attention half; the Triton pair (`_mqa_kernel` + `_mqa_combine_kernel`, 14.0 us a call
+in a chain of 18 on the H200) is the figure to beat, and the first cluster kernel (mma.sync,
+cp.async of K/V rows: 18.6 us, attention_cluster_probe.py) the one it replaces.
+
+Why these choices (bench/results/README.md has the measurements): that kernel's blocks spent
+4.6 us issuing ~200 KB of 16-byte copies and 3.1 more waiting for them (about 25 GB/s into an
+SM, where an SM can take in 51-96 GB/s from L2 by cp.async or 8 KB bulk copies), then ~2 us a
+64-key chunk in mma.sync, and 2.3-4.1 us summing the splits' outputs over distributed shared
+memory. Here:
+
+- the prefix's K and V are packed once per layer (the prefix's K/V do not change over the 10
+  Euler steps): K as (keys, d) and V as V^T (d, keys), each 64-key chunk as four 8 KB tiles in
+  the no-swizzle core-matrix layout wgmma reads with LBO 128 / SBO 1024 (`hopper_ptx.pack_tiles`,
+  the layout wgmma_check.py proved), so a block takes in a chunk of K and V as eight 8 KB bulk
+  copies issued by one thread; the action tokens' own 50 keys take the slots after the prefix's
+  968 (chunk 15), written by the blocks of that chunk after its copies land (K rotated, V
+  transposed into V^T);
+- a block is one warpgroup over 64 query rows (8 tokens x 8 heads, all sharing the one K/V
+  head): it rotates and scales its q into shared memory itself (RoPE, log2 units, bf16, as the
+  Triton kernel does), then per 64-key chunk S = Q K^T (16 m64n64k16 wgmma), the mask, the
+  online softmax in registers, P through shared memory (8 KB), O += P V (4 m64n256k16 wgmma,
+  128 float32 accumulators a thread);
+- the CL blocks of a cluster split the 16 chunks (CL = 16: one chunk a block, 112 blocks;
+  CL = 8: two), and merge as the cluster probe does: every block shares its rows' max and sum,
+  scales its partial output by its share, and sums one column slice of all CL partials into the
+  bf16 output. No combine kernel, no partials in global memory.
+
+Per block that is 32 KB of q (loads through registers, rotated) and 64 KB of K/V a chunk (bulk
+copies) in, against 170-210 KB for the cluster probe's blocks. Optional %globaltimer stamps
+(STAMP_NAMES) say where a block's time goes.
+
+    python3 scripts/device/attention_wgmma_probe.py [--out FILE.json]
+
+Its host side (packing, key slots, the merge) is proved on the CPU by `emulate`, which follows the
+kernel's data flow on the packed buffers with the kernel's rounding points
+(test/benchmarks/test_attention_wgmma_probe.py); its forms compile for sm_90a offline
+(test_offline_cuda.py). Not yet run on the device (2026-12-01: no machine was lent for it).
+"""
+
+import argparse
+import json
+import os
+import sys
+from dataclasses import dataclass
+
+import torch
+
+sys.path.insert(0, os.getcwd())
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import attention_cluster_probe as acp  # noqa: E402  (the inputs, the reference, the Triton pair)
+from bench.hopper_ptx import pack_tiles  # noqa: E402
+
+HEADS, D, HALF, ROWS, PREFIX, LAYERS = acp.HEADS, acp.D, acp.D // 2, acp.ROWS, acp.PREFIX, \
+    acp.LAYERS
+BN = 64  # keys a chunk, rows a block (8 tokens x 8 heads)
+TILE = 64 * 64 * 2  # one packed 64 x 64 bf16 tile
+CHUNK = 4 * TILE  # a chunk of K (64 keys x 256) or of V^T (256 x 64 keys)
+OS = D + 4  # float32 row stride of the partial outputs in shared memory
+FILL, LOG2E = acp.FILL, acp.LOG2E
+
+
+@dataclass(frozen=True)
+class Form:
+    """`cluster` blocks split the key chunks, each taking 16 / cluster of them."""
+    cluster: int
+
+    @property
+    def name(self) -> str:
+        return f'cluster {self.cluster}'
+
+    @property
+    def chunks_per_block(self) -> int:
+        return key_chunks() // self.cluster
+
+    @property
+    def shared(self) -> int:
+        """Q (4 tiles), each chunk's K and V^T (8 tiles), P (1 tile); the partial outputs
+        (64 x OS float32) reuse Q and the first chunk once the MMAs are done."""
+        return 4 * TILE + self.chunks_per_block * 2 * CHUNK + TILE
+
+
+FORMS = (Form(16), Form(8))
+NON_PORTABLE_CLUSTER_SIZE_ALLOWED = acp.NON_PORTABLE_CLUSTER_SIZE_ALLOWED
+STAMP_NAMES = ('start', 'q rotated and stored', 'first chunk in (own keys written)',
+               'chunks done', 'cluster barrier 1', 'partials written', 'cluster barrier 2',
+               'columns summed and stored', 'cluster barrier 3')
+
+
+def tile_at(r: int, c: int) -> int:
+    """The kernel's tile_at, mirrored: the byte of element (r, c) in a packed 64 x 64 tile."""
+    return (r >> 3) * 1024 + (c >> 3) * 128 + (r & 7) * 16 + (c & 7) * 2
+
+
+def rows256_at(r: int, d: int) -> int:
+    """The kernel's rows256_at: element (r, d) of a 64 x 256 operand (q, a K chunk)."""
+    return (d >> 6) * TILE + tile_at(r, d & 63)
+
+
+def cols64_at(d: int, key: int) -> int:
+    """The kernel's cols64_at: element (d, key) of a 256 x 64 operand (a V^T chunk)."""
+    return (d >> 6) * TILE + tile_at(d & 63, key)
+
+
+def key_chunks(prefix: int = PREFIX, own: int = ROWS) -> int:
+    """64-key chunks over the prefix's keys and then the action tokens' own, which must all fall
+    in the last chunk (968 + 50 keys: 16 chunks, the own keys in slots 968-1017 of chunk 15)."""
+    chunks = -(-(prefix + own) // BN)
+    if prefix // BN != (prefix + own - 1) // BN or chunks & (chunks - 1):
+        raise ValueError(f'{prefix} prefix + {own} own keys: the own keys must share the last of '
+                         'a power-of-two number of 64-key chunks')
+    return chunks
+
+
+def pack_prefix(kp: torch.Tensor, vp: torch.Tensor, own: int = ROWS) -> tuple:
+    """One layer's prefix K and V (b, T, [1,] d) -> (K, V^T) packed for the kernel: per batch
+    row, chunk after chunk, K's 64 keys x 256 as four tiles (rows = keys, K-dim = d) and V^T's
+    256 x 64 keys as four tiles (rows = d, K-dim = keys); slots past the prefix are zeros (the
+    own keys are written there in shared memory). -> two (b, chunks * CHUNK) uint8 tensors."""
+    b, T = kp.shape[0], kp.shape[1]
+    chunks = key_chunks(T, own)
+    k = torch.zeros(b, chunks * BN, D, dtype=torch.bfloat16, device=kp.device)
+    v = torch.zeros_like(k)
+    k[:, :T], v[:, :T] = kp.reshape(b, T, D), vp.reshape(b, T, D)
+    kpk = torch.stack([pack_tiles(k[i]) for i in range(b)])
+    vpk = torch.stack([torch.cat([pack_tiles(v[i, c * BN:(c + 1) * BN].t().contiguous())
+                                  for c in range(chunks)]) for i in range(b)])
+    return kpk, vpk
+
+
+def source(form: Form, stamps: bool = False) -> str:
+    """The CUDA C++ of `mqa_wgmma` for one form (NVRTC, sm_90a)."""
+    from bench.hopper_ptx import BF16_BITS, CLUSTER, HELPERS, wgmma_asm
+    head = ('#define STAMPS\n' if stamps else '') + \
+        (f'#define CL {form.cluster}\n#define CH {form.chunks_per_block}\n#define H {HEADS}\n'
+         f'#define D {D}\n#define HALF {HALF}\n#define BN {BN}\n#define TILE {TILE}\n'
+         f'#define CHUNK {CHUNK}\n#define OS {OS}\n#define FILL ({FILL!r}f)\n')
+    return head + HELPERS + CLUSTER + BF16_BITS + KERNEL.replace(
+        '__WGMMA_S__', wgmma_asm(64)).replace('__WGMMA_O__', wgmma_asm(256))
+
+
+KERNEL = r'''
+#define INFINITY __int_as_float(0x7f800000)
+#ifdef STAMPS
+#define STAMP(i) do { if (threadIdx.x == 0) { unsigned long long t_; \
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t_)); \
+    stamps[((long)blockIdx.y * gridDim.x + blockIdx.x) * 16 + (i)] = t_; } } while (0)
+#else
+#define STAMP(i) do { } while (0)
+#endif
+
+// byte offset of element (r, c) in a packed 64 x 64 tile (pack_tiles' layout); these three are
+// mirrored in Python above (tile_at, rows256_at, cols64_at), where a test holds them to pack_tiles
+__device__ __forceinline__ unsigned tile_at(int r, int c) {
+    return (r >> 3) * 1024 + (c >> 3) * 128 + (r & 7) * 16 + (c & 7) * 2;
+}
+// byte offset of element (r, d) in a packed 64 x 256 operand (q, a K chunk): four tiles along d
+__device__ __forceinline__ unsigned rows256_at(int r, int d) {
+    return (d >> 6) * TILE + tile_at(r, d & 63);
+}
+// byte offset of element (d, key) in a packed 256 x 64 operand (a V^T chunk): four tiles down d
+__device__ __forceinline__ unsigned cols64_at(int d, int key) {
+    return (d >> 6) * TILE + tile_at(d & 63, key);
+}
+__device__ __forceinline__ float bf16_float(unsigned short bits) {
+    return __uint_as_float((unsigned)bits << 16);
+}
+__device__ __forceinline__ unsigned pack2(float lo, float hi) {
+    return bf16_bits(lo) | (bf16_bits(hi) << 16);
+}
+__device__ __forceinline__ void wgmma_s(float* d, u64 da, u64 db) {
+    __WGMMA_S__
+}
+__device__ __forceinline__ void wgmma_o(float* d, u64 da, u64 db) {
+    __WGMMA_O__
+}
+__device__ __forceinline__ unsigned remote(const void* p, unsigned rank) {
+    unsigned r;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(smem_addr(p)), "r"(rank));
+    return r;
+}
+__device__ __forceinline__ float ld_remote(unsigned addr) {
+    float v;
+    asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(addr) : "memory");
+    return v;
+}
+__device__ __forceinline__ float4 ld_remote4(unsigned addr) {
+    float4 v;
+    asm volatile("ld.shared::cluster.v4.f32 {%0,%1,%2,%3}, [%4];"
+                 : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "r"(addr) : "memory");
+    return v;
+}
+// 8 rotated values (RoPE on the pair (x1, x2) = (d, d + 128)) times `scale`, as bf16 bits
+__device__ __forceinline__ void rotate8(uint4 a, uint4 b, const float* c, const float* s,
+                                        float scale, uint4* ra, uint4* rb) {
+    const unsigned short* x1 = (const unsigned short*)&a;
+    const unsigned short* x2 = (const unsigned short*)&b;
+    unsigned short* y1 = (unsigned short*)ra;
+    unsigned short* y2 = (unsigned short*)rb;
+    #pragma unroll
+    for (int i = 0; i < 8; i++) {
+        const float u = bf16_float(x1[i]), v = bf16_float(x2[i]);
+        y1[i] = (unsigned short)bf16_bits((u * c[i] - v * s[i]) * scale);
+        y2[i] = (unsigned short)bf16_bits((v * c[i] + u * s[i]) * scale);
+    }
+}
+
+// Rows of a block: 64 (token, head) pairs, token-major, tokens 8 rb .. 8 rb + 7. Keys: the
+// prefix's T, then the n action tokens' own, in 64-key chunks; the block of cluster rank `rank`
+// takes chunks rank * CH ... Grid (7 * CL, batch), clusters of CL along x.
+extern "C" __global__ void __launch_bounds__(128, 1)
+mqa_wgmma(const unsigned short* __restrict__ qkv, const unsigned char* __restrict__ kpk,
+          const unsigned char* __restrict__ vpk, const float* __restrict__ cosv,
+          const float* __restrict__ sinv, const unsigned char* __restrict__ mask,
+          unsigned short* __restrict__ out, int n, int T, int sqb, int sqt, float qk_scale,
+          unsigned long long* stamps) {
+    extern __shared__ __align__(1024) unsigned char smem[];
+    unsigned char* q_s = smem;
+    unsigned char* kv_s = smem + 4 * TILE;
+    unsigned char* p_s = kv_s + CH * 2 * CHUNK;
+    float* o_s = (float*)smem;  // after the MMAs
+    __shared__ __align__(8) unsigned long long bars[CH];
+    __shared__ float m_s[BN], l_s[BN];
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const int b = blockIdx.y, rank = (int)cluster_rank(), rb = blockIdx.x / CL;
+    const int width = T + n, chunks = CL * CH;
+    const unsigned short* qkv_b = qkv + (long)b * sqb;
+    STAMP(0);
+    if (tid == 0) {
+        for (int c = 0; c < CH; c++)
+            asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(smem_addr(&bars[c])));
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+        for (int c = 0; c < CH; c++) {  // the chunk's K and V^T: eight 8 KB bulk copies
+            const long at = ((long)b * chunks + rank * CH + c) * CHUNK;
+            expect_bytes(smem_addr(&bars[c]), 2 * CHUNK);
+            for (int t = 0; t < 4; t++) {
+                bulk_copy_to(kv_s + c * 2 * CHUNK + t * TILE, kpk + at + t * TILE, TILE,
+                             smem_addr(&bars[c]));
+                bulk_copy_to(kv_s + c * 2 * CHUNK + CHUNK + t * TILE, vpk + at + t * TILE, TILE,
+                             smem_addr(&bars[c]));
+            }
+        }
+    }
+    __syncthreads();  // the barriers exist before any thread waits on them
+    // q: rotate, scale into log2 units, round to bf16, store packed (rows x d)
+    for (int i = tid; i < BN * (HALF / 8); i += 128) {
+        const int r = i >> 4, g = i & 15, t = rb * 8 + (r >> 3), h = r & 7;
+        uint4 y1 = make_uint4(0, 0, 0, 0), y2 = y1;
+        if (t < n) {
+            const unsigned short* q = qkv_b + t * sqt + h * D + g * 8;
+            const float* c = cosv + ((long)b * n + t) * HALF + g * 8;
+            const float* s = sinv + ((long)b * n + t) * HALF + g * 8;
+            float cc[8], ss[8];
+            *(float4*)cc = *(const float4*)c; *(float4*)(cc + 4) = *(const float4*)(c + 4);
+            *(float4*)ss = *(const float4*)s; *(float4*)(ss + 4) = *(const float4*)(s + 4);
+            rotate8(*(const uint4*)q, *(const uint4*)(q + HALF), cc, ss, qk_scale, &y1, &y2);
+        }
+        *(uint4*)(q_s + rows256_at(r, g * 8)) = y1;
+        *(uint4*)(q_s + rows256_at(r, HALF + g * 8)) = y2;
+    }
+    STAMP(1);
+    // the mask of this thread's two rows (tokens 8 rb + 2 warp [+ 1], the same head) for its
+    // key pairs of every chunk: bit 2 j + e of keep0 / keep1 for column 8 j + 2 (lane % 4) + e
+    const int t0 = rb * 8 + 2 * warp, t1 = t0 + 1, quad = lane & 3;
+    unsigned keep0[CH], keep1[CH];
+    #pragma unroll
+    for (int c = 0; c < CH; c++) {
+        keep0[c] = keep1[c] = 0;
+        #pragma unroll
+        for (int j = 0; j < 8; j++) {
+            const int key = (rank * CH + c) * BN + 8 * j + 2 * quad;
+            #pragma unroll
+            for (int e = 0; e < 2; e++) {
+                if (key + e >= width) continue;  // past the last key: never kept (-inf below)
+                const unsigned k0 = t0 < n ? mask[((long)b * n + t0) * width + key + e] : 1;
+                const unsigned k1 = t1 < n ? mask[((long)b * n + t1) * width + key + e] : 1;
+                keep0[c] |= (k0 != 0) << (2 * j + e);
+                keep1[c] |= (k1 != 0) << (2 * j + e);
+            }
+        }
+    }
+    // the own keys: written by the blocks whose chunk holds them, once their copies are in
+    for (int c = 0; c < CH; c++) {
+        const int first = (rank * CH + c) * BN;
+        if (T >= first + BN || T + n <= first) continue;
+        wait_phase(smem_addr(&bars[c]), 0);
+        unsigned char* k_s = kv_s + c * 2 * CHUNK;
+        unsigned char* v_s = k_s + CHUNK;
+        for (int i = tid; i < n * (HALF / 8); i += 128) {  // K, rotated (no scale)
+            const int j = i >> 4, g = i & 15, slot = T + j - first;
+            const unsigned short* k = qkv_b + j * sqt + H * D + g * 8;
+            const float* cp = cosv + ((long)b * n + j) * HALF + g * 8;
+            const float* sp = sinv + ((long)b * n + j) * HALF + g * 8;
+            float cc[8], ss[8];
+            *(float4*)cc = *(const float4*)cp; *(float4*)(cc + 4) = *(const float4*)(cp + 4);
+            *(float4*)ss = *(const float4*)sp; *(float4*)(ss + 4) = *(const float4*)(sp + 4);
+            uint4 y1, y2;
+            rotate8(*(const uint4*)k, *(const uint4*)(k + HALF), cc, ss, 1.f, &y1, &y2);
+            *(uint4*)(k_s + rows256_at(slot, g * 8)) = y1;
+            *(uint4*)(k_s + rows256_at(slot, HALF + g * 8)) = y2;
+        }
+        for (int i = tid; i < n * (D / 8); i += 128) {  // V, transposed into V^T
+            const int j = i >> 5, g = i & 31, slot = T + j - first;
+            const uint4 v = *(const uint4*)(qkv_b + j * sqt + (H + 1) * D + g * 8);
+            const unsigned short* e = (const unsigned short*)&v;
+            #pragma unroll
+            for (int u = 0; u < 8; u++)
+                *(unsigned short*)(v_s + cols64_at(g * 8 + u, slot)) = e[u];
+        }
+    }
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // thread stores -> wgmma
+    __syncthreads();
+
+    float o[128];
+    #pragma unroll
+    for (int i = 0; i < 128; i++) o[i] = 0.f;
+    float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.f, l1 = 0.f;
+    const int r0 = 16 * warp + (lane >> 2), r1 = r0 + 8;
+    #pragma unroll
+    for (int c = 0; c < CH; c++) {
+        wait_phase(smem_addr(&bars[c]), 0);
+        if (c == 0) STAMP(2);
+        const unsigned char* k_s = kv_s + c * 2 * CHUNK;
+        float s[32];
+        #pragma unroll
+        for (int i = 0; i < 32; i++) s[i] = 0.f;
+        asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+        #pragma unroll
+        for (int k = 0; k < D / 16; k++) {
+            const unsigned step = (k >> 2) * TILE + 256 * (k & 3);
+            wgmma_s(s, descriptor(smem_addr(q_s) + step, 128, 1024),
+                    descriptor(smem_addr(k_s) + step, 128, 1024));
+        }
+        asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+        asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+        // mask (the eager code's finite fill; keys past the end count for nothing), row max
+        const int key0 = (rank * CH + c) * BN + 2 * quad;
+        float big0 = m0, big1 = m1;
+        #pragma unroll
+        for (int j = 0; j < 8; j++) {
+            #pragma unroll
+            for (int e = 0; e < 2; e++) {
+                const bool inside = key0 + 8 * j + e < width;
+                const int bit = 2 * j + e;
+                s[4 * j + e] = !inside ? -INFINITY : (keep0[c] >> bit & 1) ? s[4 * j + e] : FILL;
+                s[4 * j + 2 + e] = !inside ? -INFINITY
+                    : (keep1[c] >> bit & 1) ? s[4 * j + 2 + e] : FILL;
+                big0 = fmaxf(big0, s[4 * j + e]);
+                big1 = fmaxf(big1, s[4 * j + 2 + e]);
+            }
+        }
+        big0 = fmaxf(big0, __shfl_xor_sync(0xffffffff, big0, 1));
+        big0 = fmaxf(big0, __shfl_xor_sync(0xffffffff, big0, 2));
+        big1 = fmaxf(big1, __shfl_xor_sync(0xffffffff, big1, 1));
+        big1 = fmaxf(big1, __shfl_xor_sync(0xffffffff, big1, 2));
+        const float a0 = exp2f(m0 - big0), a1 = exp2f(m1 - big1);
+        m0 = big0; m1 = big1;
+        float sum0 = 0.f, sum1 = 0.f;
+        #pragma unroll
+        for (int j = 0; j < 8; j++) {
+            const float p00 = exp2f(s[4 * j] - m0), p01 = exp2f(s[4 * j + 1] - m0);
+            const float p10 = exp2f(s[4 * j + 2] - m1), p11 = exp2f(s[4 * j + 3] - m1);
+            sum0 += p00 + p01; sum1 += p10 + p11;
+            *(unsigned*)(p_s + tile_at(r0, 8 * j + 2 * quad)) = pack2(p00, p01);
+            *(unsigned*)(p_s + tile_at(r1, 8 * j + 2 * quad)) = pack2(p10, p11);
+        }
+        l0 = l0 * a0 + sum0; l1 = l1 * a1 + sum1;
+        #pragma unroll
+        for (int j = 0; j < 32; j++) {
+            o[4 * j] *= a0; o[4 * j + 1] *= a0; o[4 * j + 2] *= a1; o[4 * j + 3] *= a1;
+        }
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+        __syncthreads();  // all of P is in
+        asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+        #pragma unroll
+        for (int k = 0; k < BN / 16; k++)
+            wgmma_o(o, descriptor(smem_addr(p_s) + 256 * k, 128, 1024),
+                    descriptor(smem_addr(k_s + CHUNK) + 256 * k, 128, 1024));
+        asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+        asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+        __syncthreads();  // P may be written again
+    }
+    STAMP(3);
+    // the splits meet: every row's max and sum over the cluster's blocks
+    l0 += __shfl_xor_sync(0xffffffff, l0, 1); l0 += __shfl_xor_sync(0xffffffff, l0, 2);
+    l1 += __shfl_xor_sync(0xffffffff, l1, 1); l1 += __shfl_xor_sync(0xffffffff, l1, 2);
+    if (quad == 0) { m_s[r0] = m0; l_s[r0] = l0; m_s[r1] = m1; l_s[r1] = l1; }
+    cluster_sync();
+    STAMP(4);
+    float big0 = -INFINITY, big1 = -INFINITY;
+    #pragma unroll
+    for (int s = 0; s < CL; s++) {
+        big0 = fmaxf(big0, ld_remote(remote(&m_s[r0], s)));
+        big1 = fmaxf(big1, ld_remote(remote(&m_s[r1], s)));
+    }
+    float all0 = 0.f, all1 = 0.f;
+    #pragma unroll
+    for (int s = 0; s < CL; s++) {
+        all0 += ld_remote(remote(&l_s[r0], s)) * exp2f(ld_remote(remote(&m_s[r0], s)) - big0);
+        all1 += ld_remote(remote(&l_s[r1], s)) * exp2f(ld_remote(remote(&m_s[r1], s)) - big1);
+    }
+    const float w0 = exp2f(m0 - big0) / all0, w1 = exp2f(m1 - big1) / all1;
+    #pragma unroll
+    for (int j = 0; j < 32; j++) {
+        const int col = 8 * j + 2 * quad;
+        *(float2*)&o_s[r0 * OS + col] = make_float2(o[4 * j] * w0, o[4 * j + 1] * w0);
+        *(float2*)&o_s[r1 * OS + col] = make_float2(o[4 * j + 2] * w1, o[4 * j + 3] * w1);
+    }
+    STAMP(5);
+    cluster_sync();
+    STAMP(6);
+    // this block's column slice of every row: the sum of the CL partials, in bf16
+    const int cols = D / CL;
+    for (int i = tid; i < BN * cols / 4; i += 128) {
+        const int r = i / (cols / 4), col = rank * cols + (i % (cols / 4)) * 4;
+        const int t = rb * 8 + (r >> 3), h = r & 7;
+        float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+        #pragma unroll
+        for (int s = 0; s < CL; s++) {
+            const float4 v = ld_remote4(remote(&o_s[r * OS + col], s));
+            acc.x += v.x; acc.y += v.y; acc.z += v.z; acc.w += v.w;
+        }
+        if (t < n)
+            *(uint2*)(out + (((long)b * n + t) * H + h) * D + col) =
+                make_uint2(pack2(acc.x, acc.y), pack2(acc.z, acc.w));
+    }
+    STAMP(7);
+    cluster_sync();  // no block leaves while another still reads its shared memory
+    STAMP(8);
+}
+'''
+
+
+class WgmmaAttention:
+    """mqa_wgmma in one form. Call `pack(kp, vp)` once per layer (its K/V do not change over the
+    Euler steps), then call it as te.mqa_attention is called, with the packed pair in place of
+    kp, vp."""
+
+    def __init__(self, form: Form, stamps: bool = False):
+        self.form = form
+        self.kernel = torch.cuda._compile_kernel(source(form, stamps), 'mqa_wgmma',
+                                                 compute_capability='90a')
+        self.stamps = torch.zeros(2 * 7 * form.cluster * 16, dtype=torch.int64, device='cuda')
+        self.kernel.set_shared_memory_config(form.shared)
+        if form.cluster > 8:
+            libcuda = torch.cuda._utils._get_gpu_runtime_library()
+            torch.cuda._utils._check_cuda(libcuda.cuFuncSetAttribute(
+                self.kernel.func, NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1))
+
+    @staticmethod
+    def pack(kp, vp, own: int = ROWS) -> tuple:
+        return pack_prefix(kp, vp, own)
+
+    def __call__(self, qkv, packed, cos, sin, mask, heads, scale, prefix=PREFIX):
+        from bench.hopper_ptx import launch_cluster
+        b, n, width = qkv.shape
+        kpk, vpk = packed
+        chunks = key_chunks(prefix, n)
+        if heads != HEADS or width != (HEADS + 2) * D or qkv.stride(2) != 1 \
+                or qkv.stride(1) % 8 or qkv.data_ptr() % 16:
+            raise ValueError(f'mqa_wgmma: qkv {tuple(qkv.shape)} is not 16-byte aligned q/k/v '
+                             f'of {HEADS} heads of {D}')
+        if chunks != self.form.cluster * self.form.chunks_per_block or \
+                kpk.shape != (b, chunks * CHUNK) or vpk.shape != kpk.shape:
+            raise ValueError(f'mqa_wgmma: packed K/V {tuple(kpk.shape)} are not {chunks} '
+                             f'chunks a batch row')
+        if mask.shape != (b, n, prefix + n):
+            raise ValueError(f'mqa_wgmma: mask {tuple(mask.shape)} is not ({b}, {n}, '
+                             f'{prefix + n})')
+        out = torch.empty(b, n, heads * D, dtype=qkv.dtype, device=qkv.device)
+        row_blocks = -(-n * heads // BN)
+        args = [qkv, kpk, vpk, cos.float().contiguous(), sin.float().contiguous(),
+                mask.contiguous().view(torch.uint8), out, n, prefix, qkv.stride(0),
+                qkv.stride(1), scale * LOG2E, self.stamps]
+        launch_cluster(self.kernel, (row_blocks * self.form.cluster, b, 1), (128, 1, 1), args,
+                       self.form.shared, self.form.cluster)
+        return out
+
+    def timeline(self, blocks: int) -> dict:
+        """After a stamped launch (batch 1): each phase's median over the blocks in us, for the
+        blocks holding the own keys (the last rank of each cluster) and the others."""
+        t = self.stamps[:blocks * 16].view(blocks, 16)[:, :len(STAMP_NAMES)].cpu().double()
+        steps = (t[:, 1:] - t[:, :-1]) / 1e3
+        last = torch.arange(blocks) % self.form.cluster == self.form.cluster - 1
+        phases = {}
+        for name, rows in (('own-key blocks', last), ('other blocks', ~last)):
+            med = steps[rows].median(dim=0).values
+            phases[name] = {STAMP_NAMES[i + 1]: round(float(med[i]), 2)
+                            for i in range(len(med))}
+        return {'span_us': round(float((t[:, -1].max() - t[:, 0].min()) / 1e3), 2), **phases}
+
+
+def emulate(qkv, packed, cos, sin, mask, heads, scale, prefix=PREFIX, cluster=16):
+    """The kernel's data flow on the CPU, in float32 with its rounding points: q rotated and
+    scaled then rounded to bf16, the own K rotated and rounded, K and V^T read back from the
+    packed chunks, per block (64 rows) and 64-key chunk the scores, the fill, the online softmax
+    with P rounded to bf16 for the second product, and the cluster's merge of the blocks' (max,
+    sum, output) -> (b, n, heads * d) bf16. What it proves: the packing, the key slots and the
+    merge; the kernel's shared-memory addressing is proved on the device against the
+    reference."""
+    from bench.hopper_ptx import unpack_tiles
+    b, n, _ = qkv.shape
+    kpk, vpk = packed
+    chunks = key_chunks(prefix, n)
+    per_block = chunks // cluster
+    f, c, s = qkv.float(), cos.float(), sin.float()
+
+    def rope(x, c, s):  # rotate-half RoPE in float32: the pairs (d, d + 128)
+        x1, x2 = x[..., :HALF], x[..., HALF:]
+        return torch.cat([x1 * c - x2 * s, x2 * c + x1 * s], -1)
+
+    q = f[:, :, :heads * D].reshape(b, n, heads, D)
+    q = (rope(q, c[:, :, None], s[:, :, None]) * (scale * LOG2E)).to(torch.bfloat16).float()
+    k_own = rope(f[:, :, heads * D:(heads + 1) * D], c, s).to(torch.bfloat16).float()
+    v_own = f[:, :, (heads + 1) * D:].to(torch.bfloat16).float()
+    keys = torch.zeros(b, chunks * BN, D)
+    vals = torch.zeros(b, chunks * BN, D)
+    for i in range(b):
+        keys[i] = unpack_tiles(kpk[i].cpu(), chunks * BN, D).float()
+        for c in range(chunks):
+            part = vpk[i, c * CHUNK:(c + 1) * CHUNK].cpu()
+            vals[i, c * BN:(c + 1) * BN] = unpack_tiles(part, D, BN).float().t()
+    keys[:, prefix:prefix + n], vals[:, prefix:prefix + n] = k_own, v_own
+    rows = q.reshape(b, n * heads, D)  # row = token * heads + head
+    keep = mask.bool().repeat_interleave(heads, 1)  # (b, rows, T + n)
+    width = prefix + n
+    out = torch.empty(b, n * heads, D)
+    for r0 in range(0, n * heads, BN):
+        qr, kr = rows[:, r0:r0 + BN], keep[:, r0:r0 + BN]
+        ms, ls, os_ = [], [], []
+        for block in range(cluster):
+            m = torch.full(qr.shape[:2], float('-inf'))
+            l_ = torch.zeros(qr.shape[:2])
+            o = torch.zeros(*qr.shape[:2], D)
+            for c in range(block * per_block, (block + 1) * per_block):
+                ks = slice(c * BN, (c + 1) * BN)
+                s = qr @ keys[:, ks].transpose(1, 2)
+                key = torch.arange(c * BN, (c + 1) * BN)
+                inside = key < width
+                kept = torch.zeros_like(s, dtype=torch.bool)
+                kept[..., inside] = kr[..., key[inside]]
+                s = torch.where(kept, s, torch.tensor(FILL))
+                s = torch.where(inside, s, torch.tensor(float('-inf')))
+                big = torch.maximum(m, s.amax(-1))
+                alpha = torch.exp2(m - big)
+                p = torch.exp2(s - big[..., None])
+                l_ = l_ * alpha + p.sum(-1)
+                o = o * alpha[..., None] + p.to(torch.bfloat16).float() @ vals[:, ks]
+                m = big
+            ms.append(m)
+            ls.append(l_)
+            os_.append(o)
+        big = torch.stack(ms).amax(0)
+        total = sum(l_ * torch.exp2(m - big) for m, l_ in zip(ms, ls))
+        out[:, r0:r0 + BN] = sum(o * (torch.exp2(m - big) / total)[..., None]
+                                 for m, o in zip(ms, os_))
+    return out.reshape(b, n, heads * D).to(torch.bfloat16)
+
+
+def main():
+    from lamp_ros.kernels import ops, triton_expert as te, tuning
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument('--out', default='attention_wgmma_probe.json')
+    args = parser.parse_args()
+    dev = 'cuda'
+    scale = D ** -0.5
+    report = {'gpu': torch.cuda.get_device_name(), 'torch': torch.__version__,
+              'shape': f'{ROWS} tokens x {HEADS} heads x {D} over {PREFIX}+{ROWS} keys',
+              'triton_tiles': acp.TRITON_TILES, 'forms': {}}
+    checks = {kind: acp.inputs(dev, kind == 'strided', seed) for seed, kind in
+              enumerate(('contiguous', 'strided'))}
+    wants = {kind: ops.mqa_attention_reference(x['qkv'], x['kp'], x['vp'], x['cos'], x['sin'],
+                                               x['mask'], HEADS, scale)
+             for kind, x in checks.items()}
+    layers = [acp.inputs(dev, True, 10 + i) for i in range(LAYERS)]
+    packed = [pack_prefix(x['kp'], x['vp']) for x in layers]
+    t = tuning.gpu_time_ms(lambda: [pack_prefix(x['kp'], x['vp']) for x in layers])
+    report['pack_us_per_layer_torch_ops'] = round(t * 1e3 / LAYERS, 2)
+
+    def triton_chain():
+        return [te.mqa_attention(x['qkv'], x['kp'], x['vp'], x['cos'], x['sin'], x['mask'],
+                                 HEADS, scale, acp.TRITON_TILES) for x in layers]
+
+    entry = report['forms']['triton pair'] = {}
+    for kind, x in checks.items():
+        got = te.mqa_attention(x['qkv'], x['kp'], x['vp'], x['cos'], x['sin'], x['mask'],
+                               HEADS, scale, acp.TRITON_TILES)
+        entry[f'rel_error_{kind}'] = acp.rel_error(got, wants[kind])
+    entry['us_per_layer'] = round(tuning.gpu_time_ms(triton_chain) * 1e3 / LAYERS, 2)
+    print('triton pair', json.dumps(entry), flush=True)
+    for form in FORMS:
+        entry = report['forms'][form.name] = {'shared_bytes': form.shared}
+        try:
+            attend = WgmmaAttention(form)
+            for kind, x in checks.items():
+                got = attend(x['qkv'], pack_prefix(x['kp'], x['vp']), x['cos'], x['sin'],
+                             x['mask'], HEADS, scale)
+                torch.cuda.synchronize()
+                entry[f'rel_error_{kind}'] = acp.rel_error(got, wants[kind])
+                entry[f'finite_{kind}'] = bool(torch.isfinite(got).all())
+                entry[f'rel_error_to_emulation_{kind}'] = acp.rel_error(got, emulate(
+                    x['qkv'].cpu(), [p.cpu() for p in pack_prefix(x['kp'], x['vp'])],
+                    x['cos'].cpu(), x['sin'].cpu(), x['mask'].cpu(), HEADS, scale,
+                    cluster=form.cluster))
+
+            def chain():
+                return [attend(x['qkv'], p, x['cos'], x['sin'], x['mask'], HEADS, scale)
+                        for x, p in zip(layers, packed)]
+            entry['us_per_layer'] = round(tuning.gpu_time_ms(chain) * 1e3 / LAYERS, 2)
+            entry['triton_over_this'] = round(
+                report['forms']['triton pair']['us_per_layer'] / entry['us_per_layer'], 2)
+            stamped = WgmmaAttention(form, stamps=True)
+            for x, p in zip(layers, packed):
+                stamped(x['qkv'], p, x['cos'], x['sin'], x['mask'], HEADS, scale)
+            torch.cuda.synchronize()
+            entry['timeline'] = stamped.timeline(-(-ROWS * HEADS // BN) * form.cluster)
+        except Exception as exc:  # a form that fails is reported, the others run
+            entry['failed'] = f'{type(exc).__name__}: {str(exc)[-800:]}'
+        print(form.name, json.dumps(entry), flush=True)
+        with open(args.out, 'w', encoding='utf-8') as f:
+            json.dump(report, f, indent=1)
+
+
+if __name__ == '__main__':
+    main()
