@@ -27,6 +27,19 @@ __device__ __forceinline__ void wait_phase(unsigned bar, unsigned phase) {
                      " selp.u32 %0, 1, 0, p; }" : "=r"(done) : "r"(bar), "r"(phase) : "memory");
     }
 }
+// wait_phase that gives up: a copy that never lands (a wrong byte count) traps after a second
+// instead of hanging the device call; the launch then fails with an error the report records
+__device__ __forceinline__ void wait_or_trap(unsigned bar, unsigned phase) {
+    unsigned long long start, now_;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+    unsigned done = 0;
+    while (!done) {
+        asm volatile("{ .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+                     " selp.u32 %0, 1, 0, p; }" : "=r"(done) : "r"(bar), "r"(phase) : "memory");
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now_));
+        if (!done && now_ - start > 1000000000ull) asm volatile("trap;");
+    }
+}
 // a 1-D bulk copy global -> shared whose bytes complete on the mbarrier `bar` (the caller
 // announces them with mbarrier.arrive.expect_tx)
 __device__ __forceinline__ void bulk_copy_to(unsigned char* to, const unsigned char* from,

@@ -285,7 +285,7 @@ mqa_wgmma(const unsigned short* __restrict__ qkv, const unsigned char* __restric
     for (int c = 0; c < CH; c++) {
         const int first = (rank * CH + c) * BN;
         if (T >= first + BN || T + n <= first) continue;
-        wait_phase(smem_addr(&bars[c]), 0);
+        wait_or_trap(smem_addr(&bars[c]), 0);
         unsigned char* k_s = kv_s + c * 2 * CHUNK;
         unsigned char* v_s = k_s + CHUNK;
         for (int i = tid; i < n * (HALF / 8); i += 128) {  // K, rotated (no scale)
@@ -320,7 +320,7 @@ mqa_wgmma(const unsigned short* __restrict__ qkv, const unsigned char* __restric
     const int r0 = 16 * warp + (lane >> 2), r1 = r0 + 8;
     #pragma unroll
     for (int c = 0; c < CH; c++) {
-        wait_phase(smem_addr(&bars[c]), 0);
+        wait_or_trap(smem_addr(&bars[c]), 0);
         if (c == 0) STAMP(2);
         const unsigned char* k_s = kv_s + c * 2 * CHUNK;
         float s[32];

@@ -206,7 +206,7 @@ extern "C" __global__ void ingest_tensor(const __grid_constant__ TensorMap map,
                                smem_addr(&bars[i]));
         }
     }
-    for (int i = 0; i < boxes; i++) wait_phase(smem_addr(&bars[i]), 0);
+    for (int i = 0; i < boxes; i++) wait_or_trap(smem_addr(&bars[i]), 0);
     __syncthreads();
     if (threadIdx.x == 0) {
         stamps[2 * blockIdx.x] = t0;
