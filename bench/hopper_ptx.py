@@ -1,9 +1,10 @@
 """CUDA C++ helpers of the NVRTC probes for sm_90a (scripts/device/nvrtc_hopper_check.py,
-wgmma_check.py, persistent_chain_probe.py, mlp_chain_probe.py): the inline PTX a persistent
-expert would be built from, written once, and the host packing its wgmma descriptors read.
-Prepend `HELPERS` to a kernel's source; the other pieces (`CLUSTER`, `TENSOR_COPY`, `BF16_BITS`,
-`GRID_SYNC`, `LOAD_CG`, `LAST_TO_ARRIVE`, `mma_tile_source`, `wgmma_asm`) go where a kernel needs
-them; `encode_tensor_map` makes the tensor maps TENSOR_COPY reads, `launch_cluster` and
+wgmma_check.py, persistent_chain_probe.py, mlp_chain_probe.py, the attention and ingest
+probes): the inline PTX a persistent expert would be built from, written once, and the host
+packing its wgmma descriptors read. Prepend `HELPERS` to a kernel's source; the other pieces
+(`CLUSTER`, `CLUSTER_MERGE`, `TENSOR_COPY`, `BF16_BITS`, `GRID_SYNC`, `LOAD_CG`,
+`LAST_TO_ARRIVE`, `mma_tile_source`, `wgmma_asm`) go where a kernel needs them;
+`encode_tensor_map` makes the tensor maps TENSOR_COPY reads, `launch_cluster` and
 `launch_cooperative` launch with the attributes the probes need."""
 
 import ctypes
@@ -69,6 +70,62 @@ CLUSTER = r'''__device__ __forceinline__ unsigned cluster_rank() {
 __device__ __forceinline__ void cluster_sync() {
     asm volatile("barrier.cluster.arrive.release.aligned;\n"
                  "barrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+// the address of `p` (this block's shared memory) in block `rank`'s shared memory
+__device__ __forceinline__ unsigned remote(const void* p, unsigned rank) {
+    unsigned r;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(smem_addr(p)), "r"(rank));
+    return r;
+}
+__device__ __forceinline__ float ld_remote(unsigned addr) {
+    float v;
+    asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(addr) : "memory");
+    return v;
+}
+__device__ __forceinline__ float4 ld_remote4(unsigned addr) {
+    float4 v;
+    asm volatile("ld.shared::cluster.v4.f32 {%0,%1,%2,%3}, [%4];"
+                 : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "r"(addr) : "memory");
+    return v;
+}'''
+
+# Key splits of an attention meeting in a thread-block cluster of CL_ blocks, each holding for
+# its rows the max m_s and sum l_s (log2 units) of its keys and a partial output. Needs CLUSTER
+# and BF16_BITS. cluster_row_weight: the factor of this block's partial for a row (its max m),
+# exp2(m - M) / sum_s l_s exp2(m_s - M) with M the cluster's max, read through distributed
+# shared memory once m_s / l_s are stored and the cluster has synced. cluster_sum_columns: once
+# every block's weighted partial o_s (rows x os float32) is stored and the cluster has synced,
+# this block sums its column slice (d / CL_ columns) of every row over the cluster into bf16
+# rows of `out` (d wide; rows from `valid` on are not stored).
+CLUSTER_MERGE = r'''template <int CL_>
+__device__ __forceinline__ float cluster_row_weight(const float* m_s, const float* l_s, int row,
+                                                    float m) {
+    float big = -__int_as_float(0x7f800000);
+    #pragma unroll
+    for (int s = 0; s < CL_; s++) big = fmaxf(big, ld_remote(remote(&m_s[row], s)));
+    float sum = 0.f;
+    #pragma unroll
+    for (int s = 0; s < CL_; s++)
+        sum += ld_remote(remote(&l_s[row], s)) * exp2f(ld_remote(remote(&m_s[row], s)) - big);
+    return exp2f(m - big) / sum;
+}
+template <int CL_>
+__device__ __forceinline__ void cluster_sum_columns(const float* o_s, int os, int rows, int d,
+                                                    unsigned rank, unsigned short* out,
+                                                    int valid, int tid, int threads) {
+    const int cols = d / CL_;
+    for (int i = tid; i < rows * cols / 4; i += threads) {
+        const int r = i / (cols / 4), col = rank * cols + (i % (cols / 4)) * 4;
+        float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+        #pragma unroll
+        for (int s = 0; s < CL_; s++) {
+            const float4 v = ld_remote4(remote(&o_s[r * os + col], s));
+            acc.x += v.x; acc.y += v.y; acc.z += v.z; acc.w += v.w;
+        }
+        if (r < valid)
+            *(uint2*)(out + (long)r * d + col) = make_uint2(pack2(acc.x, acc.y),
+                                                            pack2(acc.z, acc.w));
+    }
 }'''
 
 # 2-D tensor-map (TMA) copies global -> shared: the map (a CUtensorMap made on the host by
@@ -96,6 +153,9 @@ __device__ __forceinline__ void tensor_copy_2d_multicast(void* to, const TensorM
 BF16_BITS = r'''__device__ __forceinline__ unsigned bf16_bits(float f) {  // round to nearest even
     unsigned u = __float_as_uint(f);
     return (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
+}
+__device__ __forceinline__ unsigned pack2(float lo, float hi) {  // two bf16 in one word
+    return bf16_bits(lo) | (bf16_bits(hi) << 16);
 }'''
 
 # a grid-wide barrier inside a persistent kernel (every block resident): one arrival counter,

@@ -121,12 +121,12 @@ STAMP_NAMES = ('start', 'loads issued', 'chunk 0 in, q and own K rotated', 'chun
 def source(form: Form, stamps: bool = False) -> str:
     """The CUDA C++ of `mqa_cluster` for one form (NVRTC, sm_90a); stamps: thread 0 of each
     block writes %globaltimer at the end of each phase (STAMP_NAMES)."""
-    from bench.hopper_ptx import BF16_BITS, CLUSTER, HELPERS
+    from bench.hopper_ptx import BF16_BITS, CLUSTER, CLUSTER_MERGE, HELPERS
     head = ('#define STAMPS\n' if stamps else '') + ('#define BULK\n' if form.bulk else '') + \
         (f'#define WARPS {form.warps}\n#define CL {form.cluster}\n#define H {HEADS}\n'
          f'#define D {D}\n#define HALF {D // 2}\n#define BN {BN}\n#define NBUF {NBUF}\n'
          f'#define QS {QS}\n#define OS {OS}\n#define FILL ({FILL!r}f)\n')
-    return head + HELPERS + CLUSTER + BF16_BITS + KERNEL
+    return head + HELPERS + CLUSTER + BF16_BITS + CLUSTER_MERGE + KERNEL
 
 
 KERNEL = r'''
@@ -143,9 +143,6 @@ KERNEL = r'''
 
 __device__ __forceinline__ float bf_lo(unsigned w) { return __uint_as_float(w << 16); }
 __device__ __forceinline__ float bf_hi(unsigned w) { return __uint_as_float(w & 0xFFFF0000u); }
-__device__ __forceinline__ unsigned pack2(float lo, float hi) {
-    return bf16_bits(lo) | (bf16_bits(hi) << 16);
-}
 __device__ __forceinline__ void ldsm4(unsigned addr, unsigned* r) {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
@@ -169,23 +166,6 @@ __device__ __forceinline__ void cp_commit() {
 }
 __device__ __forceinline__ void cp_wait1() { asm volatile("cp.async.wait_group 1;" ::: "memory"); }
 __device__ __forceinline__ void cp_wait0() { asm volatile("cp.async.wait_group 0;" ::: "memory"); }
-// the address of `p` (this block's shared memory) in block `rank`'s shared memory
-__device__ __forceinline__ unsigned remote(const void* p, unsigned rank) {
-    unsigned r;
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(smem_addr(p)), "r"(rank));
-    return r;
-}
-__device__ __forceinline__ float ld_remote(unsigned addr) {
-    float v;
-    asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(addr) : "memory");
-    return v;
-}
-__device__ __forceinline__ float4 ld_remote4(unsigned addr) {
-    float4 v;
-    asm volatile("ld.shared::cluster.v4.f32 {%0,%1,%2,%3}, [%4];"
-                 : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "r"(addr) : "memory");
-    return v;
-}
 // RoPE in place on segment i.. (8 dims) of a bf16 row in shared memory and its partner at
 // HALF + i.., cos / sin from shared memory too, times `scale` (float32, then bf16, as the
 // Triton kernel rounds). Every operand is staged by cp.async first: a thread that loaded its
@@ -503,21 +483,8 @@ mqa_cluster(const unsigned short* __restrict__ qkv, const unsigned short* __rest
     }
     cluster_sync();
     STAMP(5);
-    float big0 = -INFINITY, big1 = -INFINITY;
-    #pragma unroll
-    for (int s = 0; s < CL; s++) {
-        big0 = fmaxf(big0, ld_remote(remote(&m_s[wrow + g], s)));
-        big1 = fmaxf(big1, ld_remote(remote(&m_s[wrow + g + 8], s)));
-    }
-    float sum0 = 0.f, sum1 = 0.f;
-    #pragma unroll
-    for (int s = 0; s < CL; s++) {
-        sum0 += ld_remote(remote(&l_s[wrow + g], s))
-                * exp2f(ld_remote(remote(&m_s[wrow + g], s)) - big0);
-        sum1 += ld_remote(remote(&l_s[wrow + g + 8], s))
-                * exp2f(ld_remote(remote(&m_s[wrow + g + 8], s)) - big1);
-    }
-    const float w0 = exp2f(m0 - big0) / sum0, w1 = exp2f(m1 - big1) / sum1;
+    const float w0 = cluster_row_weight<CL>(m_s, l_s, wrow + g, m0);
+    const float w1 = cluster_row_weight<CL>(m_s, l_s, wrow + g + 8, m1);
     #pragma unroll
     for (int i = 0; i < D / 8; i++) {
         *(float2*)&o_s[(wrow + g) * OS + i * 8 + 2 * t4] = make_float2(o[i][0] * w0, o[i][1] * w0);
@@ -528,19 +495,8 @@ mqa_cluster(const unsigned short* __restrict__ qkv, const unsigned short* __rest
     cluster_sync();
     STAMP(7);
     // this block's column slice of every row: the sum of the CL blocks' partials, in bf16
-    const int cols = D / CL;
-    for (int i = tid; i < R * cols / 4; i += THREADS) {
-        const int r = i / (cols / 4), col = rank * cols + (i % (cols / 4)) * 4, row = row0 + r;
-        float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-        #pragma unroll
-        for (int s = 0; s < CL; s++) {
-            const float4 v = ld_remote4(remote(&o_s[r * OS + col], s));
-            acc.x += v.x; acc.y += v.y; acc.z += v.z; acc.w += v.w;
-        }
-        if (row < rows_total)
-            *(uint2*)(out + ((long)b * rows_total + row) * D + col) =
-                make_uint2(pack2(acc.x, acc.y), pack2(acc.z, acc.w));
-    }
+    cluster_sum_columns<CL>(o_s, OS, R, D, rank, out + ((long)b * rows_total + row0) * D,
+                            rows_total - row0, tid, THREADS);
     STAMP(8);
     cluster_sync();  // no block leaves while another still reads its shared memory
     STAMP(9);
@@ -586,20 +542,25 @@ class ClusterAttention:
         return out
 
     def timeline(self, blocks: int) -> dict:
-        """After a launch of a stamped form: each phase's median duration over the blocks in us,
-        for the blocks of the last key split (the own keys) and the others, and the launch's
-        span from the first block's start to the last block's end."""
-        t = self.stamps[:blocks * 16].view(blocks, 16)[:, :len(STAMP_NAMES)].cpu().double()
-        steps = (t[:, 1:] - t[:, :-1]) / 1e3
-        last = torch.arange(blocks) % self.form.cluster == self.form.cluster - 1
-        phases = {}
-        for name, rows in (('own-key split', last), ('other splits', ~last)):
-            med = steps[rows].median(dim=0).values
-            phases[name] = {STAMP_NAMES[i + 1]: round(float(med[i]), 2)
-                            for i in range(len(med))}
-        return {'span_us': round(float((t[:, -1].max() - t[:, 0].min()) / 1e3), 2),
-                'start_skew_us': round(float((t[:, 0].max() - t[:, 0].min()) / 1e3), 2),
-                **phases}
+        """After a launch of a stamped form: see stamp_timeline."""
+        return stamp_timeline(self.stamps, blocks, self.form.cluster, STAMP_NAMES)
+
+
+def stamp_timeline(stamps, blocks: int, cluster: int, names: tuple) -> dict:
+    """Stamps (16 slots a block, the first len(names) written, ns) -> each phase's median
+    duration over the blocks in us, for the blocks of the last key split of each cluster (the
+    own keys) and the others, the launch's span from the first block's start to the last
+    block's end, and the spread of the blocks' starts."""
+    t = stamps[:blocks * 16].view(blocks, 16)[:, :len(names)].cpu().double()
+    steps = (t[:, 1:] - t[:, :-1]) / 1e3
+    last = torch.arange(blocks) % cluster == cluster - 1
+    phases = {}
+    for name, rows in (('own-key split', last), ('other splits', ~last)):
+        med = steps[rows].median(dim=0).values
+        phases[name] = {names[i + 1]: round(float(med[i]), 2) for i in range(len(med))}
+    return {'span_us': round(float((t[:, -1].max() - t[:, 0].min()) / 1e3), 2),
+            'start_skew_us': round(float((t[:, 0].max() - t[:, 0].min()) / 1e3), 2),
+            **phases}
 
 
 def inputs(dev, strided: bool = False, seed: int = 0) -> dict:

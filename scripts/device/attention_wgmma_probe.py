@@ -132,12 +132,12 @@ def pack_prefix(kp: torch.Tensor, vp: torch.Tensor, own: int = ROWS) -> tuple:
 
 def source(form: Form, stamps: bool = False) -> str:
     """The CUDA C++ of `mqa_wgmma` for one form (NVRTC, sm_90a)."""
-    from bench.hopper_ptx import BF16_BITS, CLUSTER, HELPERS, wgmma_asm
+    from bench.hopper_ptx import BF16_BITS, CLUSTER, CLUSTER_MERGE, HELPERS, wgmma_asm
     head = ('#define STAMPS\n' if stamps else '') + \
         (f'#define CL {form.cluster}\n#define CH {form.chunks_per_block}\n#define H {HEADS}\n'
          f'#define D {D}\n#define HALF {HALF}\n#define BN {BN}\n#define TILE {TILE}\n'
          f'#define CHUNK {CHUNK}\n#define OS {OS}\n#define FILL ({FILL!r}f)\n')
-    return head + HELPERS + CLUSTER + BF16_BITS + KERNEL.replace(
+    return head + HELPERS + CLUSTER + BF16_BITS + CLUSTER_MERGE + KERNEL.replace(
         '__WGMMA_S__', wgmma_asm(64)).replace('__WGMMA_O__', wgmma_asm(256))
 
 
@@ -167,30 +167,11 @@ __device__ __forceinline__ unsigned cols64_at(int d, int key) {
 __device__ __forceinline__ float bf16_float(unsigned short bits) {
     return __uint_as_float((unsigned)bits << 16);
 }
-__device__ __forceinline__ unsigned pack2(float lo, float hi) {
-    return bf16_bits(lo) | (bf16_bits(hi) << 16);
-}
 __device__ __forceinline__ void wgmma_s(float* d, u64 da, u64 db) {
     __WGMMA_S__
 }
 __device__ __forceinline__ void wgmma_o(float* d, u64 da, u64 db) {
     __WGMMA_O__
-}
-__device__ __forceinline__ unsigned remote(const void* p, unsigned rank) {
-    unsigned r;
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(smem_addr(p)), "r"(rank));
-    return r;
-}
-__device__ __forceinline__ float ld_remote(unsigned addr) {
-    float v;
-    asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(addr) : "memory");
-    return v;
-}
-__device__ __forceinline__ float4 ld_remote4(unsigned addr) {
-    float4 v;
-    asm volatile("ld.shared::cluster.v4.f32 {%0,%1,%2,%3}, [%4];"
-                 : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "r"(addr) : "memory");
-    return v;
 }
 // 8 rotated values (RoPE on the pair (x1, x2) = (d, d + 128)) times `scale`, as bf16 bits
 __device__ __forceinline__ void rotate8(uint4 a, uint4 b, const float* c, const float* s,
@@ -389,19 +370,8 @@ mqa_wgmma(const unsigned short* __restrict__ qkv, const unsigned char* __restric
     if (quad == 0) { m_s[r0] = m0; l_s[r0] = l0; m_s[r1] = m1; l_s[r1] = l1; }
     cluster_sync();
     STAMP(4);
-    float big0 = -INFINITY, big1 = -INFINITY;
-    #pragma unroll
-    for (int s = 0; s < CL; s++) {
-        big0 = fmaxf(big0, ld_remote(remote(&m_s[r0], s)));
-        big1 = fmaxf(big1, ld_remote(remote(&m_s[r1], s)));
-    }
-    float all0 = 0.f, all1 = 0.f;
-    #pragma unroll
-    for (int s = 0; s < CL; s++) {
-        all0 += ld_remote(remote(&l_s[r0], s)) * exp2f(ld_remote(remote(&m_s[r0], s)) - big0);
-        all1 += ld_remote(remote(&l_s[r1], s)) * exp2f(ld_remote(remote(&m_s[r1], s)) - big1);
-    }
-    const float w0 = exp2f(m0 - big0) / all0, w1 = exp2f(m1 - big1) / all1;
+    const float w0 = cluster_row_weight<CL>(m_s, l_s, r0, m0);
+    const float w1 = cluster_row_weight<CL>(m_s, l_s, r1, m1);
     #pragma unroll
     for (int j = 0; j < 32; j++) {
         const int col = 8 * j + 2 * quad;
@@ -411,21 +381,10 @@ mqa_wgmma(const unsigned short* __restrict__ qkv, const unsigned char* __restric
     STAMP(5);
     cluster_sync();
     STAMP(6);
-    // this block's column slice of every row: the sum of the CL partials, in bf16
-    const int cols = D / CL;
-    for (int i = tid; i < BN * cols / 4; i += 128) {
-        const int r = i / (cols / 4), col = rank * cols + (i % (cols / 4)) * 4;
-        const int t = rb * 8 + (r >> 3), h = r & 7;
-        float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-        #pragma unroll
-        for (int s = 0; s < CL; s++) {
-            const float4 v = ld_remote4(remote(&o_s[r * OS + col], s));
-            acc.x += v.x; acc.y += v.y; acc.z += v.z; acc.w += v.w;
-        }
-        if (t < n)
-            *(uint2*)(out + (((long)b * n + t) * H + h) * D + col) =
-                make_uint2(pack2(acc.x, acc.y), pack2(acc.z, acc.w));
-    }
+    // this block's column slice of every row: the sum of the CL partials, in bf16 (row r of
+    // the block is (token 8 rb + r / 8, head r % 8): out's row (token * H + head) = 64 rb + r)
+    cluster_sum_columns<CL>(o_s, OS, BN, D, rank, out + ((long)b * n * H + rb * BN) * D,
+                            n * H - rb * BN, tid, 128);
     STAMP(7);
     cluster_sync();  // no block leaves while another still reads its shared memory
     STAMP(8);
@@ -479,17 +438,9 @@ class WgmmaAttention:
         return out
 
     def timeline(self, blocks: int) -> dict:
-        """After a stamped launch (batch 1): each phase's median over the blocks in us, for the
-        blocks holding the own keys (the last rank of each cluster) and the others."""
-        t = self.stamps[:blocks * 16].view(blocks, 16)[:, :len(STAMP_NAMES)].cpu().double()
-        steps = (t[:, 1:] - t[:, :-1]) / 1e3
-        last = torch.arange(blocks) % self.form.cluster == self.form.cluster - 1
-        phases = {}
-        for name, rows in (('own-key blocks', last), ('other blocks', ~last)):
-            med = steps[rows].median(dim=0).values
-            phases[name] = {STAMP_NAMES[i + 1]: round(float(med[i]), 2)
-                            for i in range(len(med))}
-        return {'span_us': round(float((t[:, -1].max() - t[:, 0].min()) / 1e3), 2), **phases}
+        """After a stamped launch (batch 1): acp.stamp_timeline (the own keys are in the
+        last rank of each cluster here too)."""
+        return acp.stamp_timeline(self.stamps, blocks, self.form.cluster, STAMP_NAMES)
 
 
 def emulate(qkv, packed, cos, sin, mask, heads, scale, prefix=PREFIX, cluster=16):
