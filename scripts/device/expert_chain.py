@@ -13,8 +13,11 @@ Forms: 'fused' (every part on a lamp kernel), 'swapped' (the same with swapped G
 as the H200 build picked); 'chosen pdl1' and 'chosen pdl2' are 'chosen' with every lamp kernel
 launched as a programmatic dependent launch (triton_kernels.grid_dependency), letting the next
 kernel launch at once (1) or after the main loop (2); their step must equal 'chosen' bit for
-bit. The attention section also times tilings outside the build's candidates (EXTRA_ATTENTION),
-and the report lists each compiled lamp kernel's registers, spills and shared memory.
+bit. 'chosen pdl2 wgmma16' (or wgmma8) runs the attention on attention_wgmma_probe.py's kernel
+(K/V packed once a layer) in the same step, to see it between the GEMMs it sits among in the
+artifact. The attention section also times tilings outside the build's candidates
+(EXTRA_ATTENTION), and the report lists each compiled lamp kernel's registers, spills and shared
+memory.
 
 Measured on the H200 (2026-11-30, bench/results/expert_chain_h200.json, before the swapped
 form existed): chosen 48.2 us per layer, fused 69.3; the isolated part timings sum to 41.7, so
@@ -29,6 +32,8 @@ per layer (fused 70.7, chosen 49.2); alone, the swapped tilings sped up the norm
 
 import argparse
 import json
+import os
+import sys
 
 import torch
 import torch.nn.functional as F
@@ -83,14 +88,33 @@ def gemm_part(part, L, inp, x, tiles, counters, pdl=0):
                           gate=L['gate_o'])
 
 
+WGMMA = {}  # cluster size -> attention_wgmma_probe.WgmmaAttention, made on first use
+
+
+def wgmma_attention(cluster: int):
+    """The wgmma attention probe's kernel in clusters of `cluster` (its layers' K/V packed
+    once, in L['packed'], as the Euler steps would share them)."""
+    if cluster not in WGMMA:
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import attention_wgmma_probe as probe
+        WGMMA[cluster] = probe.WgmmaAttention(probe.Form(cluster))
+    return WGMMA[cluster]
+
+
 def step(layers, x, rotation, mask, counters, form: str):
-    base, _, pdl = form.partition(' pdl')
-    pdl = int(pdl or 0)
+    """One Euler step in `form`: 'BASE[ pdlN][ wgmmaCL]' (wgmmaCL: the attention on the wgmma
+    probe's kernel in clusters of CL, launched plainly, instead of the Triton pair)."""
+    base, *words = form.split()
+    pdl = next((int(w[3:]) for w in words if w.startswith('pdl')), 0)
+    cluster = next((int(w[5:]) for w in words if w.startswith('wgmma')), 0)
     tiles = {**GEMM['fused'], 'qkv': [], 'gate_up': []} if base == 'chosen' else GEMM[base]
     for L in layers:
         qkv = gemm_part('qkv', L, x, x, tiles['qkv'], counters, pdl)
-        a = te.mqa_attention(qkv, L['kp'], L['vp'], *rotation, mask, HEADS, D ** -0.5,
-                             [*ATTENTION, pdl])
+        if cluster:
+            a = wgmma_attention(cluster)(qkv, L['packed'], *rotation, mask, HEADS, D ** -0.5)
+        else:
+            a = te.mqa_attention(qkv, L['kp'], L['vp'], *rotation, mask, HEADS, D ** -0.5,
+                                 [*ATTENTION, pdl])
         x = gemm_part('o', L, a, x, tiles['o'], counters, pdl)
         h = gemm_part('gate_up', L, x, x, tiles['gate_up'], counters, pdl)
         x = gemm_part('down', L, h, x, tiles['down'], counters, pdl)
@@ -231,6 +255,9 @@ def main():
     layers = [layer_weights(dev) for _ in range(LAYERS)]
     for L in layers:
         L['gate_up'] = torch.cat([L['gate'], L['up']])
+    if 'wgmma' in args.forms:
+        for L in layers:
+            L['packed'] = wgmma_attention(16).pack(L['kp'], L['vp'])
     x = torch.randn(1, ROWS, WIDTH, dtype=torch.bfloat16, device=dev)
     angle = torch.randn(1, ROWS, D // 2, device=dev)
     rotation = (angle.cos(), angle.sin())
