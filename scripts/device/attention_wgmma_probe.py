@@ -393,9 +393,9 @@ mqa_wgmma(const unsigned short* __restrict__ qkv, const unsigned char* __restric
 
 
 class WgmmaAttention:
-    """mqa_wgmma in one form. Call `pack(kp, vp)` once per layer (its K/V do not change over the
-    Euler steps), then call it as te.mqa_attention is called, with the packed pair in place of
-    kp, vp."""
+    """mqa_wgmma in one form. Pack each layer's K/V once (`pack_prefix`: they do not change over
+    the Euler steps), then call it as te.mqa_attention is called, with the packed pair in place
+    of kp, vp."""
 
     def __init__(self, form: Form, stamps: bool = False):
         self.form = form
@@ -407,10 +407,6 @@ class WgmmaAttention:
             libcuda = torch.cuda._utils._get_gpu_runtime_library()
             torch.cuda._utils._check_cuda(libcuda.cuFuncSetAttribute(
                 self.kernel.func, NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1))
-
-    @staticmethod
-    def pack(kp, vp, own: int = ROWS) -> tuple:
-        return pack_prefix(kp, vp, own)
 
     def __call__(self, qkv, packed, cos, sin, mask, heads, scale, prefix=PREFIX):
         from bench.hopper_ptx import launch_cluster

@@ -91,12 +91,18 @@ def gemm_part(part, L, inp, x, tiles, counters, pdl=0):
 WGMMA = {}  # cluster size -> attention_wgmma_probe.WgmmaAttention, made on first use
 
 
+def wgmma_probe():
+    """scripts/device/attention_wgmma_probe.py as a module."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import attention_wgmma_probe
+    return attention_wgmma_probe
+
+
 def wgmma_attention(cluster: int):
     """The wgmma attention probe's kernel in clusters of `cluster` (its layers' K/V packed
     once, in L['packed'], as the Euler steps would share them)."""
     if cluster not in WGMMA:
-        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-        import attention_wgmma_probe as probe
+        probe = wgmma_probe()
         WGMMA[cluster] = probe.WgmmaAttention(probe.Form(cluster))
     return WGMMA[cluster]
 
@@ -257,7 +263,7 @@ def main():
         L['gate_up'] = torch.cat([L['gate'], L['up']])
     if 'wgmma' in args.forms:
         for L in layers:
-            L['packed'] = wgmma_attention(16).pack(L['kp'], L['vp'])
+            L['packed'] = wgmma_probe().pack_prefix(L['kp'], L['vp'])
     x = torch.randn(1, ROWS, WIDTH, dtype=torch.bfloat16, device=dev)
     angle = torch.randn(1, ROWS, D // 2, device=dev)
     rotation = (angle.cos(), angle.sin())
