@@ -173,20 +173,39 @@ __device__ __forceinline__ void wgmma_s(float* d, u64 da, u64 db) {
 __device__ __forceinline__ void wgmma_o(float* d, u64 da, u64 db) {
     __WGMMA_O__
 }
-// 8 rotated values (RoPE on the pair (x1, x2) = (d, d + 128)) times `scale`, as bf16 bits
-__device__ __forceinline__ void rotate8(uint4 a, uint4 b, const float* c, const float* s,
-                                        float scale, uint4* ra, uint4* rb) {
-    const unsigned short* x1 = (const unsigned short*)&a;
-    const unsigned short* x2 = (const unsigned short*)&b;
-    unsigned short* y1 = (unsigned short*)ra;
-    unsigned short* y2 = (unsigned short*)rb;
+// A RoPE item: 8 dims (d = 8 g ..) of a bf16 row and their partners 128 dims on, with the row's
+// cos / sin (float32). Items are loaded in batches before any is used, so that a thread waits
+// for one round trip a batch, not one an item (the cluster probe's rotations took 23 us so).
+struct RopeItem { uint4 x1, x2; float4 c0, c1, s0, s1; };
+__device__ __forceinline__ RopeItem rope_load(const unsigned short* x, const float* c,
+                                              const float* s) {
+    RopeItem it;
+    it.x1 = *(const uint4*)x; it.x2 = *(const uint4*)(x + HALF);
+    it.c0 = *(const float4*)c; it.c1 = *(const float4*)(c + 4);
+    it.s0 = *(const float4*)s; it.s1 = *(const float4*)(s + 4);
+    return it;
+}
+// the item rotated (x1 c - x2 s, x2 c + x1 s) times `scale`, as bf16 bits, at `to1` / `to2`
+__device__ __forceinline__ void rope_store(const RopeItem& it, float scale, unsigned char* to1,
+                                           unsigned char* to2) {
+    const unsigned short* x1 = (const unsigned short*)&it.x1;
+    const unsigned short* x2 = (const unsigned short*)&it.x2;
+    const float c[8] = {it.c0.x, it.c0.y, it.c0.z, it.c0.w, it.c1.x, it.c1.y, it.c1.z, it.c1.w};
+    const float s[8] = {it.s0.x, it.s0.y, it.s0.z, it.s0.w, it.s1.x, it.s1.y, it.s1.z, it.s1.w};
+    uint4 y1, y2;
+    unsigned short* o1 = (unsigned short*)&y1;
+    unsigned short* o2 = (unsigned short*)&y2;
     #pragma unroll
     for (int i = 0; i < 8; i++) {
         const float u = bf16_float(x1[i]), v = bf16_float(x2[i]);
-        y1[i] = (unsigned short)bf16_bits((u * c[i] - v * s[i]) * scale);
-        y2[i] = (unsigned short)bf16_bits((v * c[i] + u * s[i]) * scale);
+        o1[i] = (unsigned short)bf16_bits((u * c[i] - v * s[i]) * scale);
+        o2[i] = (unsigned short)bf16_bits((v * c[i] + u * s[i]) * scale);
     }
+    *(uint4*)to1 = y1;
+    *(uint4*)to2 = y2;
 }
+#define ROPE_BATCH 4
+#define V_BATCH 8
 
 // Rows of a block: 64 (token, head) pairs, token-major, tokens 8 rb .. 8 rb + 7. Keys: the
 // prefix's T, then the n action tokens' own, in 64-key chunks; the block of cluster rank `rank`
@@ -225,21 +244,26 @@ mqa_wgmma(const unsigned short* __restrict__ qkv, const unsigned char* __restric
         }
     }
     __syncthreads();  // the barriers exist before any thread waits on them
-    // q: rotate, scale into log2 units, round to bf16, store packed (rows x d)
-    for (int i = tid; i < BN * (HALF / 8); i += 128) {
-        const int r = i >> 4, g = i & 15, t = rb * 8 + (r >> 3), h = r & 7;
-        uint4 y1 = make_uint4(0, 0, 0, 0), y2 = y1;
-        if (t < n) {
-            const unsigned short* q = qkv_b + t * sqt + h * D + g * 8;
-            const float* c = cosv + ((long)b * n + t) * HALF + g * 8;
-            const float* s = sinv + ((long)b * n + t) * HALF + g * 8;
-            float cc[8], ss[8];
-            *(float4*)cc = *(const float4*)c; *(float4*)(cc + 4) = *(const float4*)(c + 4);
-            *(float4*)ss = *(const float4*)s; *(float4*)(ss + 4) = *(const float4*)(s + 4);
-            rotate8(*(const uint4*)q, *(const uint4*)(q + HALF), cc, ss, qk_scale, &y1, &y2);
+    // q: rotate, scale into log2 units, round to bf16, store packed (rows x d); rows of
+    // tokens past n are zeros (their items stay zero, which rotate to zeros)
+    for (int i0 = tid; i0 < BN * (HALF / 8); i0 += 128 * ROPE_BATCH) {
+        RopeItem it[ROPE_BATCH];
+        #pragma unroll
+        for (int u = 0; u < ROPE_BATCH; u++) {
+            const int i = i0 + 128 * u, r = i >> 4, g = i & 15, t = rb * 8 + (r >> 3);
+            it[u] = RopeItem{};
+            if (i < BN * (HALF / 8) && t < n)
+                it[u] = rope_load(qkv_b + t * sqt + (r & 7) * D + g * 8,
+                                  cosv + ((long)b * n + t) * HALF + g * 8,
+                                  sinv + ((long)b * n + t) * HALF + g * 8);
         }
-        *(uint4*)(q_s + rows256_at(r, g * 8)) = y1;
-        *(uint4*)(q_s + rows256_at(r, HALF + g * 8)) = y2;
+        #pragma unroll
+        for (int u = 0; u < ROPE_BATCH; u++) {
+            const int i = i0 + 128 * u, r = i >> 4, g = i & 15;
+            if (i < BN * (HALF / 8))
+                rope_store(it[u], qk_scale, q_s + rows256_at(r, g * 8),
+                           q_s + rows256_at(r, HALF + g * 8));
+        }
     }
     STAMP(1);
     // the mask of this thread's two rows (tokens 8 rb + 2 warp [+ 1], the same head) for its
@@ -269,26 +293,42 @@ mqa_wgmma(const unsigned short* __restrict__ qkv, const unsigned char* __restric
         wait_or_trap(smem_addr(&bars[c]), 0);
         unsigned char* k_s = kv_s + c * 2 * CHUNK;
         unsigned char* v_s = k_s + CHUNK;
-        for (int i = tid; i < n * (HALF / 8); i += 128) {  // K, rotated (no scale)
-            const int j = i >> 4, g = i & 15, slot = T + j - first;
-            const unsigned short* k = qkv_b + j * sqt + H * D + g * 8;
-            const float* cp = cosv + ((long)b * n + j) * HALF + g * 8;
-            const float* sp = sinv + ((long)b * n + j) * HALF + g * 8;
-            float cc[8], ss[8];
-            *(float4*)cc = *(const float4*)cp; *(float4*)(cc + 4) = *(const float4*)(cp + 4);
-            *(float4*)ss = *(const float4*)sp; *(float4*)(ss + 4) = *(const float4*)(sp + 4);
-            uint4 y1, y2;
-            rotate8(*(const uint4*)k, *(const uint4*)(k + HALF), cc, ss, 1.f, &y1, &y2);
-            *(uint4*)(k_s + rows256_at(slot, g * 8)) = y1;
-            *(uint4*)(k_s + rows256_at(slot, HALF + g * 8)) = y2;
-        }
-        for (int i = tid; i < n * (D / 8); i += 128) {  // V, transposed into V^T
-            const int j = i >> 5, g = i & 31, slot = T + j - first;
-            const uint4 v = *(const uint4*)(qkv_b + j * sqt + (H + 1) * D + g * 8);
-            const unsigned short* e = (const unsigned short*)&v;
+        for (int i0 = tid; i0 < n * (HALF / 8); i0 += 128 * ROPE_BATCH) {  // K, rotated
+            RopeItem it[ROPE_BATCH];
             #pragma unroll
-            for (int u = 0; u < 8; u++)
-                *(unsigned short*)(v_s + cols64_at(g * 8 + u, slot)) = e[u];
+            for (int u = 0; u < ROPE_BATCH; u++) {
+                const int i = i0 + 128 * u, j = i >> 4, g = i & 15;
+                if (i < n * (HALF / 8))
+                    it[u] = rope_load(qkv_b + j * sqt + H * D + g * 8,
+                                      cosv + ((long)b * n + j) * HALF + g * 8,
+                                      sinv + ((long)b * n + j) * HALF + g * 8);
+            }
+            #pragma unroll
+            for (int u = 0; u < ROPE_BATCH; u++) {
+                const int i = i0 + 128 * u, j = i >> 4, g = i & 15, slot = T + j - first;
+                if (i < n * (HALF / 8))
+                    rope_store(it[u], 1.f, k_s + rows256_at(slot, g * 8),
+                               k_s + rows256_at(slot, HALF + g * 8));
+            }
+        }
+        for (int i0 = tid; i0 < n * (D / 8); i0 += 128 * V_BATCH) {  // V, into V^T
+            uint4 v[V_BATCH];
+            #pragma unroll
+            for (int u = 0; u < V_BATCH; u++) {
+                const int i = i0 + 128 * u;
+                if (i < n * (D / 8))
+                    v[u] = *(const uint4*)(qkv_b + (i >> 5) * sqt + (H + 1) * D + (i & 31) * 8);
+            }
+            #pragma unroll
+            for (int u = 0; u < V_BATCH; u++) {
+                const int i = i0 + 128 * u, g = i & 31, slot = T + (i >> 5) - first;
+                const unsigned short* e = (const unsigned short*)&v[u];
+                if (i < n * (D / 8)) {
+                    #pragma unroll
+                    for (int w = 0; w < 8; w++)
+                        *(unsigned short*)(v_s + cols64_at(g * 8 + w, slot)) = e[w];
+                }
+            }
         }
     }
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // thread stores -> wgmma
