@@ -51,7 +51,6 @@ import torch
 sys.path.insert(0, os.getcwd())
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import attention_cluster_probe as acp  # noqa: E402  (the inputs, the reference, the Triton pair)
-from bench.hopper_ptx import pack_tiles  # noqa: E402
 
 HEADS, D, HALF, ROWS, PREFIX, LAYERS = acp.HEADS, acp.D, acp.D // 2, acp.ROWS, acp.PREFIX, \
     acp.LAYERS
@@ -117,17 +116,21 @@ def key_chunks(prefix: int = PREFIX, own: int = ROWS) -> int:
 def pack_prefix(kp: torch.Tensor, vp: torch.Tensor, own: int = ROWS) -> tuple:
     """One layer's prefix K and V (b, T, [1,] d) -> (K, V^T) packed for the kernel: per batch
     row, chunk after chunk, K's 64 keys x 256 as four tiles (rows = keys, K-dim = d) and V^T's
-    256 x 64 keys as four tiles (rows = d, K-dim = keys); slots past the prefix are zeros (the
-    own keys are written there in shared memory). -> two (b, chunks * CHUNK) uint8 tensors."""
+    256 x 64 keys as four tiles (rows = d, K-dim = keys), each tile in pack_tiles' layout;
+    slots past the prefix are zeros (the own keys are written there in shared memory). One
+    permuted copy each, as a graph would run it once per layer and inference. -> two
+    (b, chunks * CHUNK) uint8 tensors."""
     b, T = kp.shape[0], kp.shape[1]
     chunks = key_chunks(T, own)
-    k = torch.zeros(b, chunks * BN, D, dtype=torch.bfloat16, device=kp.device)
-    v = torch.zeros_like(k)
-    k[:, :T], v[:, :T] = kp.reshape(b, T, D), vp.reshape(b, T, D)
-    kpk = torch.stack([pack_tiles(k[i]) for i in range(b)])
-    vpk = torch.stack([torch.cat([pack_tiles(v[i, c * BN:(c + 1) * BN].t().contiguous())
-                                  for c in range(chunks)]) for i in range(b)])
-    return kpk, vpk
+    packed = []
+    for x, order in ((kp, (0, 1, 4, 2, 5, 3, 6)), (vp, (0, 1, 4, 5, 2, 6, 3))):
+        padded = torch.zeros(b, chunks * BN, D, dtype=torch.bfloat16, device=x.device)
+        padded[:, :T] = x.reshape(b, T, D)
+        # (batch, chunk, key group, key, d tile, d group, d): K tiles are [d tile][key group]
+        # [d group][key][d], V^T tiles [d tile][d group][key group][d][key]
+        tiles = padded.view(b, chunks, 8, 8, D // 64, 8, 8).permute(order)
+        packed.append(tiles.contiguous().view(b, -1).view(torch.uint8))
+    return tuple(packed)
 
 
 def source(form: Form, stamps: bool = False) -> str:

@@ -29,18 +29,20 @@ def test_the_kernels_addresses_are_the_packed_layout_wgmma_reads():
 
 def test_prefix_kv_are_packed_chunk_by_chunk_with_zeros_past_the_prefix():
     x = probe.acp.inputs('cpu', True, 3)
-    kpk, vpk = probe.pack_prefix(x['kp'], x['vp'])
+    kp, vp = torch.cat([x['kp'], x['kp'] + 1]), torch.cat([x['vp'], -x['vp']])  # batch of 2
+    kpk, vpk = probe.pack_prefix(kp, vp)
     chunks = probe.key_chunks()
-    assert chunks == 16 and kpk.shape == vpk.shape == (1, chunks * probe.CHUNK)
-    keys = unpack_tiles(kpk[0], chunks * 64, probe.D)
-    assert torch.equal(keys[:probe.PREFIX], x['kp'][0])
-    assert not keys[probe.PREFIX:].any()
-    for c in (0, 7, 15):
-        vt = unpack_tiles(vpk[0, c * probe.CHUNK:(c + 1) * probe.CHUNK], probe.D, 64)
-        want = torch.zeros(64, probe.D, dtype=torch.bfloat16)
-        part = x['vp'][0, c * 64:(c + 1) * 64]
-        want[:len(part)] = part
-        assert torch.equal(vt.t(), want)
+    assert chunks == 16 and kpk.shape == vpk.shape == (2, chunks * probe.CHUNK)
+    for b in range(2):
+        keys = unpack_tiles(kpk[b], chunks * 64, probe.D)
+        assert torch.equal(keys[:probe.PREFIX], kp[b])
+        assert not keys[probe.PREFIX:].any()
+        for c in (0, 7, 15):
+            vt = unpack_tiles(vpk[b, c * probe.CHUNK:(c + 1) * probe.CHUNK], probe.D, 64)
+            want = torch.zeros(64, probe.D, dtype=torch.bfloat16)
+            part = vp[b, c * 64:(c + 1) * 64]
+            want[:len(part)] = part
+            assert torch.equal(vt.t(), want)
 
 
 def test_the_own_keys_must_share_the_last_chunk():
