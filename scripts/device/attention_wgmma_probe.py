@@ -63,12 +63,16 @@ FILL, LOG2E = acp.FILL, acp.LOG2E
 
 @dataclass(frozen=True)
 class Form:
-    """`cluster` blocks split the key chunks, each taking 16 / cluster of them."""
+    """`cluster` blocks split the key chunks, each taking 16 / cluster of them. pv_n64: O += P V
+    as four m64n64k16 per k-step, one a 64-column tile of O (the instruction shape
+    wgmma_check.py proved), instead of one m64n256k16 across the four V^T tiles: the same
+    accumulator registers, in case the wide form reads its operand otherwise than modelled."""
     cluster: int
+    pv_n64: bool = False
 
     @property
     def name(self) -> str:
-        return f'cluster {self.cluster}'
+        return f'cluster {self.cluster}' + (', PV as m64n64' if self.pv_n64 else '')
 
     @property
     def chunks_per_block(self) -> int:
@@ -81,7 +85,7 @@ class Form:
         return 4 * TILE + self.chunks_per_block * 2 * CHUNK + TILE
 
 
-FORMS = (Form(16), Form(8))
+FORMS = (Form(16), Form(8), Form(16, pv_n64=True))
 NON_PORTABLE_CLUSTER_SIZE_ALLOWED = acp.NON_PORTABLE_CLUSTER_SIZE_ALLOWED
 STAMP_NAMES = ('start', 'q rotated and stored', 'first chunk in (own keys written)',
                'chunks done', 'cluster barrier 1', 'partials written', 'cluster barrier 2',
@@ -136,7 +140,7 @@ def pack_prefix(kp: torch.Tensor, vp: torch.Tensor, own: int = ROWS) -> tuple:
 def source(form: Form, stamps: bool = False) -> str:
     """The CUDA C++ of `mqa_wgmma` for one form (NVRTC, sm_90a)."""
     from bench.hopper_ptx import BF16_BITS, CLUSTER, CLUSTER_MERGE, HELPERS, wgmma_asm
-    head = ('#define STAMPS\n' if stamps else '') + \
+    head = ('#define STAMPS\n' if stamps else '') + ('#define PV_N64\n' if form.pv_n64 else '') + \
         (f'#define CL {form.cluster}\n#define CH {form.chunks_per_block}\n#define H {HEADS}\n'
          f'#define D {D}\n#define HALF {HALF}\n#define BN {BN}\n#define TILE {TILE}\n'
          f'#define CHUNK {CHUNK}\n#define OS {OS}\n#define FILL ({FILL!r}f)\n')
@@ -399,9 +403,17 @@ mqa_wgmma(const unsigned short* __restrict__ qkv, const unsigned char* __restric
         __syncthreads();  // all of P is in
         asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
         #pragma unroll
-        for (int k = 0; k < BN / 16; k++)
+        for (int k = 0; k < BN / 16; k++) {
+#ifdef PV_N64  // columns 64 t.. of O are its registers 32 t.., as in the wide form
+            #pragma unroll
+            for (int t = 0; t < D / 64; t++)
+                wgmma_s(o + 32 * t, descriptor(smem_addr(p_s) + 256 * k, 128, 1024),
+                        descriptor(smem_addr(k_s + CHUNK + t * TILE) + 256 * k, 128, 1024));
+#else
             wgmma_o(o, descriptor(smem_addr(p_s) + 256 * k, 128, 1024),
                     descriptor(smem_addr(k_s + CHUNK) + 256 * k, 128, 1024));
+#endif
+        }
         asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
         asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
         __syncthreads();  // P may be written again

@@ -217,8 +217,13 @@ def _block(form, x, packed, rb, rank, scale):
         o[:, 3::4] *= a1[:, None]
         o_full = torch.zeros(64, 256)
         for k in range(BN // 16):
-            o_full += _operand(smem, p_s + 256 * k, 64) @ \
-                _operand(smem, k_s + CHUNK + 256 * k, 256).t()
+            a = _operand(smem, p_s + 256 * k, 64)
+            if form.pv_n64:  # four 64-column MMAs, each on its V^T tile
+                for t in range(D // 64):
+                    o_full[:, 64 * t:64 * (t + 1)] += \
+                        a @ _operand(smem, k_s + CHUNK + t * TILE + 256 * k, 64).t()
+            else:
+                o_full += a @ _operand(smem, k_s + CHUNK + 256 * k, 256).t()
         for j in range(32):  # the fragment of o_full each thread's accumulators receive
             o[:, 4 * j] += o_full[r0, 8 * j + col2]
             o[:, 4 * j + 1] += o_full[r0, 8 * j + col2 + 1]
@@ -234,11 +239,12 @@ def _block(form, x, packed, rb, rank, scale):
     return m_rows, l_rows, o_rows
 
 
-@pytest.mark.parametrize('cluster,rb', [(16, 0), (16, 6), (8, 3)])
-def test_a_literal_model_of_the_kernel_computes_the_reference(cluster, rb):
+@pytest.mark.parametrize('cluster,rb,pv_n64', [(16, 0, False), (16, 6, False), (8, 3, False),
+                                               (16, 2, True)])
+def test_a_literal_model_of_the_kernel_computes_the_reference(cluster, rb, pv_n64):
     """One cluster (row block rb: tokens 8 rb ..; rb 6 holds the last 2 tokens) through the
     kernel's model, merged as the kernel merges, against the reference attention."""
-    form = probe.Form(cluster)
+    form = probe.Form(cluster, pv_n64)
     x = probe.acp.inputs('cpu', True, 2)
     x['mask'][0, 8 * rb + 1, 5:900] = False  # a token that sees only some keys
     packed = probe.pack_prefix(x['kp'], x['vp'])
