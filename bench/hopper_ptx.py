@@ -20,25 +20,25 @@ __device__ __forceinline__ unsigned smem_addr(const void* p) {
                  : "=r"(r) : "l"(p));
     return r;
 }
-// spin until the mbarrier at shared address `bar` completes the phase of parity `phase`
+// whether the mbarrier at shared address `bar` has completed the phase of parity `phase`
+__device__ __forceinline__ unsigned try_wait(unsigned bar, unsigned phase) {
+    unsigned done;
+    asm volatile("{ .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+                 " selp.u32 %0, 1, 0, p; }" : "=r"(done) : "r"(bar), "r"(phase) : "memory");
+    return done;
+}
+// spin until it has
 __device__ __forceinline__ void wait_phase(unsigned bar, unsigned phase) {
-    unsigned done = 0;
-    while (!done) {
-        asm volatile("{ .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-                     " selp.u32 %0, 1, 0, p; }" : "=r"(done) : "r"(bar), "r"(phase) : "memory");
-    }
+    while (!try_wait(bar, phase)) { }
 }
 // wait_phase that gives up: a copy that never lands (a wrong byte count) traps after a second
 // instead of hanging the device call; the launch then fails with an error the report records
 __device__ __forceinline__ void wait_or_trap(unsigned bar, unsigned phase) {
     unsigned long long start, now_;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
-    unsigned done = 0;
-    while (!done) {
-        asm volatile("{ .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-                     " selp.u32 %0, 1, 0, p; }" : "=r"(done) : "r"(bar), "r"(phase) : "memory");
+    while (!try_wait(bar, phase)) {
         asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now_));
-        if (!done && now_ - start > 1000000000ull) asm volatile("trap;");
+        if (now_ - start > 1000000000ull) asm volatile("trap;");
     }
 }
 // a 1-D bulk copy global -> shared whose bytes complete on the mbarrier `bar` (the caller

@@ -507,15 +507,12 @@ def emulate(qkv, packed, cos, sin, mask, heads, scale, prefix=PREFIX, cluster=16
     kpk, vpk = packed
     chunks = key_chunks(prefix, n)
     per_block = chunks // cluster
+    from lamp_ros.policies.gemma import rotate  # the policy's RoPE (float32 in, float32 out)
     f, c, s = qkv.float(), cos.float(), sin.float()
-
-    def rope(x, c, s):  # rotate-half RoPE in float32: the pairs (d, d + 128)
-        x1, x2 = x[..., :HALF], x[..., HALF:]
-        return torch.cat([x1 * c - x2 * s, x2 * c + x1 * s], -1)
-
-    q = f[:, :, :heads * D].reshape(b, n, heads, D)
-    q = (rope(q, c[:, :, None], s[:, :, None]) * (scale * LOG2E)).to(torch.bfloat16).float()
-    k_own = rope(f[:, :, heads * D:(heads + 1) * D], c, s).to(torch.bfloat16).float()
+    q = rotate(f[:, :, :heads * D].reshape(b, n, heads, D), c, s)
+    q = (q * (scale * LOG2E)).to(torch.bfloat16).float()
+    k_own = rotate(f[:, :, heads * D:(heads + 1) * D].reshape(b, n, 1, D), c, s)
+    k_own = k_own.reshape(b, n, D).to(torch.bfloat16).float()
     v_own = f[:, :, (heads + 1) * D:].to(torch.bfloat16).float()
     keys = torch.zeros(b, chunks * BN, D)
     vals = torch.zeros(b, chunks * BN, D)

@@ -93,7 +93,9 @@ WGMMA = {}  # cluster size -> attention_wgmma_probe.WgmmaAttention, made on firs
 
 def wgmma_probe():
     """scripts/device/attention_wgmma_probe.py as a module."""
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    here = os.path.dirname(os.path.abspath(__file__))
+    if here not in sys.path:
+        sys.path.insert(0, here)
     import attention_wgmma_probe
     return attention_wgmma_probe
 

@@ -200,12 +200,8 @@ __device__ bool gave_up(unsigned* diag, unsigned long long start, unsigned what,
 __device__ void wait_watched(unsigned bar, unsigned parity, unsigned* diag, unsigned what,
                              int l, int phase, int i) {
     const unsigned long long start = now_ns();
-    unsigned done = 0;
-    while (!done) {
-        asm volatile("{ .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-                     " selp.u32 %0, 1, 0, p; }" : "=r"(done) : "r"(bar), "r"(parity) : "memory");
-        if (!done && gave_up(diag, start, what, l, phase, i)) return;
-    }
+    while (!try_wait(bar, parity))
+        if (gave_up(diag, start, what, l, phase, i)) return;
 }
 __GRID_SYNC_WATCHED__
 #endif
