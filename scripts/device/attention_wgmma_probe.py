@@ -602,7 +602,7 @@ def main():
                 entry[f'rel_error_to_emulation_{kind}'] = acp.rel_error(got, emulate(
                     x['qkv'].cpu(), [p.cpu() for p in pack_prefix(x['kp'], x['vp'])],
                     x['cos'].cpu(), x['sin'].cpu(), x['mask'].cpu(), HEADS, scale,
-                    cluster=form.cluster))
+                    cluster=form.cluster).to(got.device))
 
             def chain():
                 return [attend(x['qkv'], p, x['cos'], x['sin'], x['mask'], HEADS, scale)
