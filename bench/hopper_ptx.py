@@ -93,38 +93,53 @@ __device__ __forceinline__ float4 ld_remote4(unsigned addr) {
 # its rows the max m_s and sum l_s (log2 units) of its keys and a partial output. Needs CLUSTER
 # and BF16_BITS. cluster_row_weight: the factor of this block's partial for a row (its max m),
 # exp2(m - M) / sum_s l_s exp2(m_s - M) with M the cluster's max, read through distributed
-# shared memory once m_s / l_s are stored and the cluster has synced. cluster_sum_columns: once
+# shared memory once m_s / l_s are stored and the cluster has synced (every remote value is
+# loaded before any is used: one round trip, not one a block). cluster_sum_columns: once
 # every block's weighted partial o_s (rows x os float32) is stored and the cluster has synced,
 # this block sums its column slice (d / CL_ columns) of every row over the cluster into bf16
 # rows of `out` (d wide; rows from `valid` on are not stored).
 CLUSTER_MERGE = r'''template <int CL_>
 __device__ __forceinline__ float cluster_row_weight(const float* m_s, const float* l_s, int row,
                                                     float m) {
+    float ms[CL_], ls[CL_];  // every remote value first: one round trip, not one a block
+    #pragma unroll
+    for (int s = 0; s < CL_; s++) {
+        ms[s] = ld_remote(remote(&m_s[row], s));
+        ls[s] = ld_remote(remote(&l_s[row], s));
+    }
     float big = -__int_as_float(0x7f800000);
     #pragma unroll
-    for (int s = 0; s < CL_; s++) big = fmaxf(big, ld_remote(remote(&m_s[row], s)));
+    for (int s = 0; s < CL_; s++) big = fmaxf(big, ms[s]);
     float sum = 0.f;
     #pragma unroll
-    for (int s = 0; s < CL_; s++)
-        sum += ld_remote(remote(&l_s[row], s)) * exp2f(ld_remote(remote(&m_s[row], s)) - big);
+    for (int s = 0; s < CL_; s++) sum += ls[s] * exp2f(ms[s] - big);
     return exp2f(m - big) / sum;
 }
-template <int CL_>
-__device__ __forceinline__ void cluster_sum_columns(const float* o_s, int os, int rows, int d,
-                                                    unsigned rank, unsigned short* out,
-                                                    int valid, int tid, int threads) {
-    const int cols = d / CL_;
-    for (int i = tid; i < rows * cols / 4; i += threads) {
-        const int r = i / (cols / 4), col = rank * cols + (i % (cols / 4)) * 4;
-        float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-        #pragma unroll
-        for (int s = 0; s < CL_; s++) {
-            const float4 v = ld_remote4(remote(&o_s[r * os + col], s));
-            acc.x += v.x; acc.y += v.y; acc.z += v.z; acc.w += v.w;
+template <int CL_, int ROWS_, int D_, int THREADS_>
+__device__ __forceinline__ void cluster_sum_columns(const float* o_s, int os, unsigned rank,
+                                                    unsigned short* out, int valid, int tid) {
+    constexpr int COLS = D_ / CL_, ITEMS = (ROWS_ * COLS / 4 + THREADS_ - 1) / THREADS_;
+    float4 acc[ITEMS];  // all of a thread's remote loads are issued before any store
+    #pragma unroll
+    for (int u = 0; u < ITEMS; u++) {
+        const int i = tid + u * THREADS_, r = i / (COLS / 4);
+        const int col = rank * COLS + (i % (COLS / 4)) * 4;
+        acc[u] = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (i < ROWS_ * COLS / 4) {
+            #pragma unroll
+            for (int s = 0; s < CL_; s++) {
+                const float4 v = ld_remote4(remote(&o_s[r * os + col], s));
+                acc[u].x += v.x; acc[u].y += v.y; acc[u].z += v.z; acc[u].w += v.w;
+            }
         }
-        if (r < valid)
-            *(uint2*)(out + (long)r * d + col) = make_uint2(pack2(acc.x, acc.y),
-                                                            pack2(acc.z, acc.w));
+    }
+    #pragma unroll
+    for (int u = 0; u < ITEMS; u++) {
+        const int i = tid + u * THREADS_, r = i / (COLS / 4);
+        const int col = rank * COLS + (i % (COLS / 4)) * 4;
+        if (i < ROWS_ * COLS / 4 && r < valid)
+            *(uint2*)(out + (long)r * D_ + col) = make_uint2(pack2(acc[u].x, acc[u].y),
+                                                             pack2(acc[u].z, acc[u].w));
     }
 }'''
 

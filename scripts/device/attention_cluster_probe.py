@@ -495,8 +495,9 @@ mqa_cluster(const unsigned short* __restrict__ qkv, const unsigned short* __rest
     cluster_sync();
     STAMP(7);
     // this block's column slice of every row: the sum of the CL blocks' partials, in bf16
-    cluster_sum_columns<CL>(o_s, OS, R, D, rank, out + ((long)b * rows_total + row0) * D,
-                            rows_total - row0, tid, THREADS);
+    cluster_sum_columns<CL, R, D, THREADS>(o_s, OS, rank,
+                                           out + ((long)b * rows_total + row0) * D,
+                                           rows_total - row0, tid);
     STAMP(8);
     cluster_sync();  // no block leaves while another still reads its shared memory
     STAMP(9);

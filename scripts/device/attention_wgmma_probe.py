@@ -87,8 +87,9 @@ class Form:
 
 FORMS = (Form(16), Form(8), Form(16, pv_n64=True))
 NON_PORTABLE_CLUSTER_SIZE_ALLOWED = acp.NON_PORTABLE_CLUSTER_SIZE_ALLOWED
-STAMP_NAMES = ('start', 'q rotated and stored', 'first chunk in (own keys written)',
-               'chunks done', 'cluster barrier 1', 'partials written', 'cluster barrier 2',
+STAMP_NAMES = ('start', 'q rotated and stored', 'mask bits read', 'own keys written',
+               'first chunk in', 'chunk 0: S', 'chunk 0: softmax, P stored', 'chunks done',
+               'cluster barrier 1', 'partials written', 'cluster barrier 2',
                'columns summed and stored', 'cluster barrier 3')
 
 
@@ -192,14 +193,13 @@ __device__ __forceinline__ RopeItem rope_load(const unsigned short* x, const flo
     it.s0 = *(const float4*)s; it.s1 = *(const float4*)(s + 4);
     return it;
 }
-// the item rotated (x1 c - x2 s, x2 c + x1 s) times `scale`, as bf16 bits, at `to1` / `to2`
-__device__ __forceinline__ void rope_store(const RopeItem& it, float scale, unsigned char* to1,
-                                           unsigned char* to2) {
+// the item rotated (x1 c - x2 s, x2 c + x1 s) times `scale`, as bf16 bits
+__device__ __forceinline__ void rope_rotate(const RopeItem& it, float scale, uint4& y1,
+                                            uint4& y2) {
     const unsigned short* x1 = (const unsigned short*)&it.x1;
     const unsigned short* x2 = (const unsigned short*)&it.x2;
     const float c[8] = {it.c0.x, it.c0.y, it.c0.z, it.c0.w, it.c1.x, it.c1.y, it.c1.z, it.c1.w};
     const float s[8] = {it.s0.x, it.s0.y, it.s0.z, it.s0.w, it.s1.x, it.s1.y, it.s1.z, it.s1.w};
-    uint4 y1, y2;
     unsigned short* o1 = (unsigned short*)&y1;
     unsigned short* o2 = (unsigned short*)&y2;
     #pragma unroll
@@ -208,10 +208,10 @@ __device__ __forceinline__ void rope_store(const RopeItem& it, float scale, unsi
         o1[i] = (unsigned short)bf16_bits((u * c[i] - v * s[i]) * scale);
         o2[i] = (unsigned short)bf16_bits((v * c[i] + u * s[i]) * scale);
     }
-    *(uint4*)to1 = y1;
-    *(uint4*)to2 = y2;
 }
-#define ROPE_BATCH 4
+// items a thread loads before it stores any: all of its q items in one round at one chunk a
+// block; 4 at two chunks, whose keep bits and own-key loop take the registers 8 would need
+#define ROPE_BATCH (CH == 1 ? 8 : 4)
 #define V_BATCH 8
 
 // Rows of a block: 64 (token, head) pairs, token-major, tokens 8 rb .. 8 rb + 7. Keys: the
@@ -252,12 +252,15 @@ mqa_wgmma(const unsigned short* __restrict__ qkv, const unsigned char* __restric
     }
     __syncthreads();  // the barriers exist before any thread waits on them
     // q: rotate, scale into log2 units, round to bf16, store packed (rows x d); rows of
-    // tokens past n are zeros (their items stay zero, which rotate to zeros)
+    // tokens past n are zeros (their items stay zero, which rotate to zeros). Item i is row
+    // (i & 7) + 8 (i >> 7), dims 8 ((i >> 3) & 15): a warp's 16-byte stores then fall on 32
+    // distinct bank quads (a tile's rows are 16 bytes apart, its 8-dim groups 128)
     for (int i0 = tid; i0 < BN * (HALF / 8); i0 += 128 * ROPE_BATCH) {
         RopeItem it[ROPE_BATCH];
         #pragma unroll
         for (int u = 0; u < ROPE_BATCH; u++) {
-            const int i = i0 + 128 * u, r = i >> 4, g = i & 15, t = rb * 8 + (r >> 3);
+            const int i = i0 + 128 * u, r = (i & 7) | (i >> 7 << 3), g = (i >> 3) & 15;
+            const int t = rb * 8 + (r >> 3);
             it[u] = RopeItem{};
             if (i < BN * (HALF / 8) && t < n)
                 it[u] = rope_load(qkv_b + t * sqt + (r & 7) * D + g * 8,
@@ -266,10 +269,13 @@ mqa_wgmma(const unsigned short* __restrict__ qkv, const unsigned char* __restric
         }
         #pragma unroll
         for (int u = 0; u < ROPE_BATCH; u++) {
-            const int i = i0 + 128 * u, r = i >> 4, g = i & 15;
-            if (i < BN * (HALF / 8))
-                rope_store(it[u], qk_scale, q_s + rows256_at(r, g * 8),
-                           q_s + rows256_at(r, HALF + g * 8));
+            const int i = i0 + 128 * u, r = (i & 7) | (i >> 7 << 3), g = (i >> 3) & 15;
+            if (i < BN * (HALF / 8)) {
+                uint4 y1, y2;
+                rope_rotate(it[u], qk_scale, y1, y2);
+                *(uint4*)(q_s + rows256_at(r, g * 8)) = y1;
+                *(uint4*)(q_s + rows256_at(r, HALF + g * 8)) = y2;
+            }
         }
     }
     STAMP(1);
@@ -293,6 +299,7 @@ mqa_wgmma(const unsigned short* __restrict__ qkv, const unsigned char* __restric
             }
         }
     }
+    STAMP(2);
     // the own keys: written by the blocks whose chunk holds them, once their copies are in
     for (int c = 0; c < CH; c++) {
         const int first = (rank * CH + c) * BN;
@@ -300,44 +307,82 @@ mqa_wgmma(const unsigned short* __restrict__ qkv, const unsigned char* __restric
         wait_or_trap(smem_addr(&bars[c]), 0);
         unsigned char* k_s = kv_s + c * 2 * CHUNK;
         unsigned char* v_s = k_s + CHUNK;
-        for (int i0 = tid; i0 < n * (HALF / 8); i0 += 128 * ROPE_BATCH) {  // K, rotated
+        // K, rotated: item i is own key (i & 7) + 8 (i >> 7), dims 8 ((i >> 3) & 15), as q
+        const int k_items = (n + 7) / 8 * 128;
+        for (int i0 = tid; i0 < k_items; i0 += 128 * ROPE_BATCH) {
             RopeItem it[ROPE_BATCH];
             #pragma unroll
             for (int u = 0; u < ROPE_BATCH; u++) {
-                const int i = i0 + 128 * u, j = i >> 4, g = i & 15;
-                if (i < n * (HALF / 8))
+                const int i = i0 + 128 * u, j = (i & 7) | (i >> 7 << 3), g = (i >> 3) & 15;
+                if (i < k_items && j < n)
                     it[u] = rope_load(qkv_b + j * sqt + H * D + g * 8,
                                       cosv + ((long)b * n + j) * HALF + g * 8,
                                       sinv + ((long)b * n + j) * HALF + g * 8);
             }
             #pragma unroll
             for (int u = 0; u < ROPE_BATCH; u++) {
-                const int i = i0 + 128 * u, j = i >> 4, g = i & 15, slot = T + j - first;
-                if (i < n * (HALF / 8))
-                    rope_store(it[u], 1.f, k_s + rows256_at(slot, g * 8),
-                               k_s + rows256_at(slot, HALF + g * 8));
+                const int i = i0 + 128 * u, j = (i & 7) | (i >> 7 << 3), g = (i >> 3) & 15;
+                const int slot = T + j - first;
+                if (i < k_items && j < n) {
+                    uint4 y1, y2;
+                    rope_rotate(it[u], 1.f, y1, y2);
+                    *(uint4*)(k_s + rows256_at(slot, g * 8)) = y1;
+                    *(uint4*)(k_s + rows256_at(slot, HALF + g * 8)) = y2;
+                }
             }
         }
-        for (int i0 = tid; i0 < n * (D / 8); i0 += 128 * V_BATCH) {  // V, into V^T
-            uint4 v[V_BATCH];
+        // V into V^T, two keys (a slot pair) a 32-bit word: item i is slot pair p0 + (i & 3) +
+        // 4 (i >> 7), dims 8 g with g = (i >> 2) & 31; it stores its 8 words in the order
+        // w = (step + g) % 8, so that a warp's stores fall on 32 distinct banks (a word's bank
+        // is 4 (d % 8) + the pair's place in its 8 keys). A slot whose key is a prefix key (at
+        // an odd first slot) keeps the copied value: only the own half is stored then.
+        const int s0 = T - first, p0 = s0 >> 1, pairs = ((s0 + n - 1) >> 1) - p0 + 1;
+        const int v_items = (pairs + 3) / 4 * 128;
+        for (int i0 = tid; i0 < v_items; i0 += 128 * V_BATCH) {
+            uint4 va[V_BATCH], vb[V_BATCH];
             #pragma unroll
             for (int u = 0; u < V_BATCH; u++) {
-                const int i = i0 + 128 * u;
-                if (i < n * (D / 8))
-                    v[u] = *(const uint4*)(qkv_b + (i >> 5) * sqt + (H + 1) * D + (i & 31) * 8);
+                const int i = i0 + 128 * u, g = (i >> 2) & 31;
+                const int ja = 2 * (p0 + (i & 3) + 4 * (i >> 7)) - s0, jb = ja + 1;
+                va[u] = vb[u] = make_uint4(0, 0, 0, 0);
+                if (i < v_items && ja >= 0 && ja < n)
+                    va[u] = *(const uint4*)(qkv_b + ja * sqt + (H + 1) * D + g * 8);
+                if (i < v_items && jb < n)
+                    vb[u] = *(const uint4*)(qkv_b + jb * sqt + (H + 1) * D + g * 8);
             }
             #pragma unroll
             for (int u = 0; u < V_BATCH; u++) {
-                const int i = i0 + 128 * u, g = i & 31, slot = T + (i >> 5) - first;
-                const unsigned short* e = (const unsigned short*)&v[u];
-                if (i < n * (D / 8)) {
+                const int i = i0 + 128 * u, g = (i >> 2) & 31, p = p0 + (i & 3) + 4 * (i >> 7);
+                const int ja = 2 * p - s0, jb = ja + 1;
+                if (i >= v_items || ja >= n) continue;
+                const unsigned a[4] = {va[u].x, va[u].y, va[u].z, va[u].w};
+                const unsigned bb[4] = {vb[u].x, vb[u].y, vb[u].z, vb[u].w};
+                unsigned word[8];  // word[w]: dim 8 g + w of key a (low half), key b (high)
+                #pragma unroll
+                for (int k = 0; k < 4; k++) {
+                    word[2 * k] = __byte_perm(a[k], bb[k], 0x5410);
+                    word[2 * k + 1] = __byte_perm(a[k], bb[k], 0x7632);
+                }
+                #pragma unroll
+                for (int bit = 1; bit < 8; bit <<= 1) {  // rotate: word[k] <- word[(k + g) % 8]
+                    unsigned turned[8];
                     #pragma unroll
-                    for (int w = 0; w < 8; w++)
-                        *(unsigned short*)(v_s + cols64_at(g * 8 + w, slot)) = e[w];
+                    for (int k = 0; k < 8; k++) turned[k] = (g & bit) ? word[(k + bit) & 7]
+                                                                      : word[k];
+                    #pragma unroll
+                    for (int k = 0; k < 8; k++) word[k] = turned[k];
+                }
+                #pragma unroll
+                for (int step = 0; step < 8; step++) {
+                    unsigned char* at = v_s + cols64_at(g * 8 + ((step + g) & 7), 2 * p);
+                    if (ja >= 0 && jb < n) *(unsigned*)at = word[step];
+                    else if (ja >= 0) *(unsigned short*)at = (unsigned short)word[step];
+                    else *(unsigned short*)(at + 2) = (unsigned short)(word[step] >> 16);
                 }
             }
         }
     }
+    STAMP(3);
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // thread stores -> wgmma
     __syncthreads();
 
@@ -349,7 +394,7 @@ mqa_wgmma(const unsigned short* __restrict__ qkv, const unsigned char* __restric
     #pragma unroll
     for (int c = 0; c < CH; c++) {
         wait_or_trap(smem_addr(&bars[c]), 0);
-        if (c == 0) STAMP(2);
+        if (c == 0) STAMP(4);
         const unsigned char* k_s = kv_s + c * 2 * CHUNK;
         float s[32];
         #pragma unroll
@@ -363,6 +408,7 @@ mqa_wgmma(const unsigned short* __restrict__ qkv, const unsigned char* __restric
         }
         asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
         asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+        if (c == 0) STAMP(5);
         // mask (the eager code's finite fill; keys past the end count for nothing), row max
         const int key0 = (rank * CH + c) * BN + 2 * quad;
         float big0 = m0, big1 = m1;
@@ -401,6 +447,7 @@ mqa_wgmma(const unsigned short* __restrict__ qkv, const unsigned char* __restric
         }
         asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
         __syncthreads();  // all of P is in
+        if (c == 0) STAMP(6);
         asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
         #pragma unroll
         for (int k = 0; k < BN / 16; k++) {
@@ -418,13 +465,13 @@ mqa_wgmma(const unsigned short* __restrict__ qkv, const unsigned char* __restric
         asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
         __syncthreads();  // P may be written again
     }
-    STAMP(3);
+    STAMP(7);
     // the splits meet: every row's max and sum over the cluster's blocks
     l0 += __shfl_xor_sync(0xffffffff, l0, 1); l0 += __shfl_xor_sync(0xffffffff, l0, 2);
     l1 += __shfl_xor_sync(0xffffffff, l1, 1); l1 += __shfl_xor_sync(0xffffffff, l1, 2);
     if (quad == 0) { m_s[r0] = m0; l_s[r0] = l0; m_s[r1] = m1; l_s[r1] = l1; }
     cluster_sync();
-    STAMP(4);
+    STAMP(8);
     const float w0 = cluster_row_weight<CL>(m_s, l_s, r0, m0);
     const float w1 = cluster_row_weight<CL>(m_s, l_s, r1, m1);
     #pragma unroll
@@ -433,16 +480,16 @@ mqa_wgmma(const unsigned short* __restrict__ qkv, const unsigned char* __restric
         *(float2*)&o_s[r0 * OS + col] = make_float2(o[4 * j] * w0, o[4 * j + 1] * w0);
         *(float2*)&o_s[r1 * OS + col] = make_float2(o[4 * j + 2] * w1, o[4 * j + 3] * w1);
     }
-    STAMP(5);
+    STAMP(9);
     cluster_sync();
-    STAMP(6);
+    STAMP(10);
     // this block's column slice of every row: the sum of the CL partials, in bf16 (row r of
     // the block is (token 8 rb + r / 8, head r % 8): out's row (token * H + head) = 64 rb + r)
-    cluster_sum_columns<CL>(o_s, OS, BN, D, rank, out + ((long)b * n * H + rb * BN) * D,
-                            n * H - rb * BN, tid, 128);
-    STAMP(7);
+    cluster_sum_columns<CL, BN, D, 128>(o_s, OS, rank, out + ((long)b * n * H + rb * BN) * D,
+                                        n * H - rb * BN, tid);
+    STAMP(11);
     cluster_sync();  // no block leaves while another still reads its shared memory
-    STAMP(8);
+    STAMP(12);
 }
 '''
 
