@@ -87,35 +87,6 @@ __device__ __forceinline__ float4 ld_remote4(unsigned addr) {
     asm volatile("ld.shared::cluster.v4.f32 {%0,%1,%2,%3}, [%4];"
                  : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "r"(addr) : "memory");
     return v;
-}
-__device__ __forceinline__ float2 ld_remote2(unsigned addr) {
-    float2 v;
-    asm volatile("ld.shared::cluster.v2.f32 {%0,%1}, [%2];" : "=f"(v.x), "=f"(v.y) : "r"(addr)
-                 : "memory");
-    return v;
-}
-// stores into another block's shared memory (an address from remote())
-__device__ __forceinline__ void st_remote4(unsigned addr, uint4 v) {
-    asm volatile("st.shared::cluster.v4.u32 [%0], {%1,%2,%3,%4};"
-                 :: "r"(addr), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
-}
-__device__ __forceinline__ void st_remote2(unsigned addr, unsigned short v) {
-    asm volatile("st.shared::cluster.u16 [%0], %1;" :: "r"(addr), "h"(v) : "memory");
-}
-// a bulk copy of `bytes` from this block's shared memory into block `rank`'s, at the same
-// offset as `to` there, completing on that block's mbarrier at the offset of `bar` (the copy
-// engine moves it; the caller waits with bulk_reads_done before `from` may change or the
-// block exits)
-__device__ __forceinline__ void bulk_push(const void* to, const void* from, unsigned bytes,
-                                          const void* bar, unsigned rank) {
-    asm volatile("cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes"
-                 " [%0], [%1], %2, [%3];"
-                 :: "r"(remote(to, rank)), "r"(smem_addr(from)), "r"(bytes),
-                    "r"(remote(bar, rank)) : "memory");
-}
-__device__ __forceinline__ void bulk_reads_done() {
-    asm volatile("cp.async.bulk.commit_group;\n"
-                 "cp.async.bulk.wait_group.read 0;" ::: "memory");
 }'''
 
 # Key splits of an attention meeting in a thread-block cluster of CL_ blocks, each holding for
@@ -126,8 +97,7 @@ __device__ __forceinline__ void bulk_reads_done() {
 # loaded before any is used: one round trip, not one a block). cluster_sum_columns: once
 # every block's weighted partial o_s (rows x os float32) is stored and the cluster has synced,
 # this block sums its column slice (d / CL_ columns) of every row over the cluster into bf16
-# rows of `out` (d wide; rows from `valid` on are not stored). (attention_wgmma_probe's kernel
-# merges otherwise: the copy engine pushes each slice to the block that sums it, bulk_push.)
+# rows of `out` (d wide; rows from `valid` on are not stored).
 CLUSTER_MERGE = r'''template <int CL_>
 __device__ __forceinline__ float cluster_row_weight(const float* m_s, const float* l_s, int row,
                                                     float m) {

@@ -37,7 +37,9 @@ copies) in, against 170-210 KB for the cluster probe's blocks. Optional %globalt
 Its host side (packing, key slots, the merge) is proved on the CPU by `emulate`, which follows the
 kernel's data flow on the packed buffers with the kernel's rounding points
 (test/benchmarks/test_attention_wgmma_probe.py); its forms compile for sm_90a offline
-(test_offline_cuda.py). Not yet run on the device (2026-12-01: no machine was lent for it).
+(test_offline_cuda.py). Measured on the H200 (bench/results/README.md, 'Tensor-map ingest and
+the expert attention on wgmma'): right numbers, 22.4 us a layer against the Triton pair's 13.9,
+held by the one block that writes the own keys (6.9 us) and by the merge (4-7 us).
 """
 
 import argparse
@@ -57,6 +59,7 @@ HEADS, D, HALF, ROWS, PREFIX, LAYERS = acp.HEADS, acp.D, acp.D // 2, acp.ROWS, a
 BN = 64  # keys a chunk, rows a block (8 tokens x 8 heads)
 TILE = 64 * 64 * 2  # one packed 64 x 64 bf16 tile
 CHUNK = 4 * TILE  # a chunk of K (64 keys x 256) or of V^T (256 x 64 keys)
+OS = D + 4  # float32 row stride of the partial outputs in shared memory
 FILL, LOG2E = acp.FILL, acp.LOG2E
 
 
@@ -78,33 +81,18 @@ class Form:
         return key_chunks() // self.cluster
 
     @property
-    def slice_columns(self) -> int:
-        """Output columns a block sums in the merge."""
-        return D // self.cluster
-
-    @property
-    def slice_pitch(self) -> int:
-        """float32 row pitch of a slice in the merge buffers: 4 floats of padding, so that a
-        warp's stores of its fragment rows spread over the banks and rows stay 16-byte
-        aligned."""
-        return self.slice_columns + 4
-
-    @property
     def shared(self) -> int:
-        """Q (4 tiles), each chunk's K and V^T (8 tiles), P (1 tile); once the MMAs are done,
-        from the start, the merge's buffers: this block's partial by column slice and the CL
-        partials of its own slice (each CL x 64 x slice_pitch float32)."""
-        merge = 2 * self.cluster * BN * self.slice_pitch * 4
-        return max(4 * TILE + self.chunks_per_block * 2 * CHUNK + TILE, merge)
+        """Q (4 tiles), each chunk's K and V^T (8 tiles), P (1 tile); the partial outputs
+        (64 x OS float32) reuse Q and the first chunk once the MMAs are done."""
+        return 4 * TILE + self.chunks_per_block * 2 * CHUNK + TILE
 
 
 FORMS = (Form(16), Form(8), Form(16, pv_n64=True))
 NON_PORTABLE_CLUSTER_SIZE_ALLOWED = acp.NON_PORTABLE_CLUSTER_SIZE_ALLOWED
-STAMP_NAMES = ('start', 'q rotated and stored', 'mask bits read',
-               'own keys written (cluster barriers A, B)', 'first chunk in', 'chunk 0: S',
-               'chunk 0: softmax, P stored', 'chunks done', 'cluster barrier 1',
-               'row weights, partial slices written', 'slices pushed', 'own slices in',
-               'own slices summed and stored')
+STAMP_NAMES = ('start', 'q rotated and stored', 'mask bits read', 'own keys written',
+               'first chunk in', 'chunk 0: S', 'chunk 0: softmax, P stored', 'chunks done',
+               'cluster barrier 1', 'partials written', 'cluster barrier 2',
+               'columns summed and stored', 'cluster barrier 3')
 
 
 def tile_at(r: int, c: int) -> int:
@@ -154,13 +142,12 @@ def pack_prefix(kp: torch.Tensor, vp: torch.Tensor, own: int = ROWS) -> tuple:
 
 def source(form: Form, stamps: bool = False) -> str:
     """The CUDA C++ of `mqa_wgmma` for one form (NVRTC, sm_90a)."""
-    from bench.hopper_ptx import BF16_BITS, CLUSTER, HELPERS, wgmma_asm
+    from bench.hopper_ptx import BF16_BITS, CLUSTER, CLUSTER_MERGE, HELPERS, wgmma_asm
     head = ('#define STAMPS\n' if stamps else '') + ('#define PV_N64\n' if form.pv_n64 else '') + \
         (f'#define CL {form.cluster}\n#define CH {form.chunks_per_block}\n#define H {HEADS}\n'
          f'#define D {D}\n#define HALF {HALF}\n#define BN {BN}\n#define TILE {TILE}\n'
-         f'#define CHUNK {CHUNK}\n#define SC {form.slice_columns}\n#define SP {form.slice_pitch}\n'
-         f'#define FILL ({FILL!r}f)\n')
-    return head + HELPERS + CLUSTER + BF16_BITS + KERNEL.replace(
+         f'#define CHUNK {CHUNK}\n#define OS {OS}\n#define FILL ({FILL!r}f)\n')
+    return head + HELPERS + CLUSTER + BF16_BITS + CLUSTER_MERGE + KERNEL.replace(
         '__WGMMA_S__', wgmma_asm(64)).replace('__WGMMA_O__', wgmma_asm(256))
 
 
@@ -242,11 +229,9 @@ mqa_wgmma(const unsigned short* __restrict__ qkv, const unsigned char* __restric
     unsigned char* q_s = smem;
     unsigned char* kv_s = smem + 4 * TILE;
     unsigned char* p_s = kv_s + CH * 2 * CHUNK;
-    float* o_s = (float*)smem;  // after the MMAs: this block's partial, by column slice
-    float* r_s = o_s + CL * BN * SP;  // and the CL partials of its own slice, pushed here
-    __shared__ __align__(8) unsigned long long bars[CH], merge_bar;
-    __shared__ float2 ml_s[BN];
-    __shared__ float w_s[BN];
+    float* o_s = (float*)smem;  // after the MMAs
+    __shared__ __align__(8) unsigned long long bars[CH];
+    __shared__ float m_s[BN], l_s[BN];
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const int b = blockIdx.y, rank = (int)cluster_rank(), rb = blockIdx.x / CL;
     const int width = T + n, chunks = CL * CH;
@@ -255,9 +240,7 @@ mqa_wgmma(const unsigned short* __restrict__ qkv, const unsigned char* __restric
     if (tid == 0) {
         for (int c = 0; c < CH; c++)
             asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(smem_addr(&bars[c])));
-        asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(smem_addr(&merge_bar)));
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-        expect_bytes(smem_addr(&merge_bar), CL * BN * SP * 4);  // the pushed slices
         for (int c = 0; c < CH; c++) {  // the chunk's K and V^T: eight 8 KB bulk copies
             const long at = ((long)b * chunks + rank * CH + c) * CHUNK;
             expect_bytes(smem_addr(&bars[c]), 2 * CHUNK);
@@ -319,62 +302,88 @@ mqa_wgmma(const unsigned short* __restrict__ qkv, const unsigned char* __restric
         }
     }
     STAMP(2);
-    // the own keys: key j is rotated and written by block j % CL, through distributed shared
-    // memory, into the chunk that holds it (the last block's last chunk: key_chunks), once
-    // that block's copy of the chunk is in (cluster barrier A), so that no copy lands over
-    // them; cluster barrier B publishes them. Spread so, no block waits for one that does it
-    // all (7 us of one block's issue slots, on the H200)
-    const int own_first = (CL * CH - 1) * BN;  // the last chunk's first key; own slot T + j - it
-    if (rank == CL - 1) wait_or_trap(smem_addr(&bars[CH - 1]), 0);
-    cluster_sync();
-    {
-        unsigned char* k_own = kv_s + (CH - 1) * 2 * CHUNK;
-        const unsigned k_at = remote(k_own, CL - 1), v_at = remote(k_own + CHUNK, CL - 1);
-        const int mine = (n - rank + CL - 1) / CL;  // keys rank + CL m, m < mine
-        for (int i0 = tid; i0 < mine * (HALF / 8); i0 += 128 * ROPE_BATCH) {  // K, rotated
+    // the own keys: written by the blocks whose chunk holds them, once their copies are in
+    for (int c = 0; c < CH; c++) {
+        const int first = (rank * CH + c) * BN;
+        if (T >= first + BN || T + n <= first) continue;
+        wait_or_trap(smem_addr(&bars[c]), 0);
+        unsigned char* k_s = kv_s + c * 2 * CHUNK;
+        unsigned char* v_s = k_s + CHUNK;
+        // K, rotated: item i is own key (i & 7) + 8 (i >> 7), dims 8 ((i >> 3) & 15), as q
+        const int k_items = (n + 7) / 8 * 128;
+        for (int i0 = tid; i0 < k_items; i0 += 128 * ROPE_BATCH) {
             RopeItem it[ROPE_BATCH];
             #pragma unroll
             for (int u = 0; u < ROPE_BATCH; u++) {
-                const int i = i0 + 128 * u, j = rank + CL * (i >> 4), g = i & 15;
-                if (i < mine * (HALF / 8))
+                const int i = i0 + 128 * u, j = (i & 7) | (i >> 7 << 3), g = (i >> 3) & 15;
+                if (i < k_items && j < n)
                     it[u] = rope_load(qkv_b + j * sqt + H * D + g * 8,
                                       cosv + ((long)b * n + j) * HALF + g * 8,
                                       sinv + ((long)b * n + j) * HALF + g * 8);
             }
             #pragma unroll
             for (int u = 0; u < ROPE_BATCH; u++) {
-                const int i = i0 + 128 * u, j = rank + CL * (i >> 4), g = i & 15;
-                const int slot = T + j - own_first;
-                if (i < mine * (HALF / 8)) {
+                const int i = i0 + 128 * u, j = (i & 7) | (i >> 7 << 3), g = (i >> 3) & 15;
+                const int slot = T + j - first;
+                if (i < k_items && j < n) {
                     uint4 y1, y2;
                     rope_rotate(it[u], 1.f, y1, y2);
-                    st_remote4(k_at + rows256_at(slot, g * 8), y1);
-                    st_remote4(k_at + rows256_at(slot, HALF + g * 8), y2);
+                    *(uint4*)(k_s + rows256_at(slot, g * 8)) = y1;
+                    *(uint4*)(k_s + rows256_at(slot, HALF + g * 8)) = y2;
                 }
             }
         }
-        for (int i0 = tid; i0 < mine * (D / 8); i0 += 128 * V_BATCH) {  // V, into V^T
-            uint4 v[V_BATCH];
+        // V into V^T, two keys (a slot pair) a 32-bit word: item i is slot pair p0 + (i & 3) +
+        // 4 (i >> 7), dims 8 g with g = (i >> 2) & 31; it stores its 8 words in the order
+        // w = (step + g) % 8, so that a warp's stores fall on 32 distinct banks (a word's bank
+        // is 4 (d % 8) + the pair's place in its 8 keys). A slot whose key is a prefix key (at
+        // an odd first slot) keeps the copied value: only the own half is stored then.
+        const int s0 = T - first, p0 = s0 >> 1, pairs = ((s0 + n - 1) >> 1) - p0 + 1;
+        const int v_items = (pairs + 3) / 4 * 128;
+        for (int i0 = tid; i0 < v_items; i0 += 128 * V_BATCH) {
+            uint4 va[V_BATCH], vb[V_BATCH];
             #pragma unroll
             for (int u = 0; u < V_BATCH; u++) {
-                const int i = i0 + 128 * u, j = rank + CL * (i >> 5);
-                if (i < mine * (D / 8))
-                    v[u] = *(const uint4*)(qkv_b + j * sqt + (H + 1) * D + (i & 31) * 8);
+                const int i = i0 + 128 * u, g = (i >> 2) & 31;
+                const int ja = 2 * (p0 + (i & 3) + 4 * (i >> 7)) - s0, jb = ja + 1;
+                va[u] = vb[u] = make_uint4(0, 0, 0, 0);
+                if (i < v_items && ja >= 0 && ja < n)
+                    va[u] = *(const uint4*)(qkv_b + ja * sqt + (H + 1) * D + g * 8);
+                if (i < v_items && jb < n)
+                    vb[u] = *(const uint4*)(qkv_b + jb * sqt + (H + 1) * D + g * 8);
             }
             #pragma unroll
             for (int u = 0; u < V_BATCH; u++) {
-                const int i = i0 + 128 * u, g = i & 31;
-                const int slot = T + rank + CL * (i >> 5) - own_first;
-                const unsigned short* e = (const unsigned short*)&v[u];
-                if (i < mine * (D / 8)) {
+                const int i = i0 + 128 * u, g = (i >> 2) & 31, p = p0 + (i & 3) + 4 * (i >> 7);
+                const int ja = 2 * p - s0, jb = ja + 1;
+                if (i >= v_items || ja >= n) continue;
+                const unsigned a[4] = {va[u].x, va[u].y, va[u].z, va[u].w};
+                const unsigned bb[4] = {vb[u].x, vb[u].y, vb[u].z, vb[u].w};
+                unsigned word[8];  // word[w]: dim 8 g + w of key a (low half), key b (high)
+                #pragma unroll
+                for (int k = 0; k < 4; k++) {
+                    word[2 * k] = __byte_perm(a[k], bb[k], 0x5410);
+                    word[2 * k + 1] = __byte_perm(a[k], bb[k], 0x7632);
+                }
+                #pragma unroll
+                for (int bit = 1; bit < 8; bit <<= 1) {  // rotate: word[k] <- word[(k + g) % 8]
+                    unsigned turned[8];
                     #pragma unroll
-                    for (int w = 0; w < 8; w++) st_remote2(v_at + cols64_at(g * 8 + w, slot), e[w]);
+                    for (int k = 0; k < 8; k++) turned[k] = (g & bit) ? word[(k + bit) & 7]
+                                                                      : word[k];
+                    #pragma unroll
+                    for (int k = 0; k < 8; k++) word[k] = turned[k];
+                }
+                #pragma unroll
+                for (int step = 0; step < 8; step++) {
+                    unsigned char* at = v_s + cols64_at(g * 8 + ((step + g) & 7), 2 * p);
+                    if (ja >= 0 && jb < n) *(unsigned*)at = word[step];
+                    else if (ja >= 0) *(unsigned short*)at = (unsigned short)word[step];
+                    else *(unsigned short*)(at + 2) = (unsigned short)(word[step] >> 16);
                 }
             }
         }
     }
-    asm volatile("fence.proxy.async.shared::cluster;" ::: "memory");  // stores -> wgmma there
-    cluster_sync();
     STAMP(3);
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // thread stores -> wgmma
     __syncthreads();
@@ -459,63 +468,30 @@ mqa_wgmma(const unsigned short* __restrict__ qkv, const unsigned char* __restric
         __syncthreads();  // P may be written again
     }
     STAMP(7);
-    // the splits meet: every row's max and sum over the cluster's blocks (cluster barrier 1),
-    // each row's weight by one thread, reading the CL blocks' (max, sum) at once
+    // the splits meet: every row's max and sum over the cluster's blocks
     l0 += __shfl_xor_sync(0xffffffff, l0, 1); l0 += __shfl_xor_sync(0xffffffff, l0, 2);
     l1 += __shfl_xor_sync(0xffffffff, l1, 1); l1 += __shfl_xor_sync(0xffffffff, l1, 2);
-    if (quad == 0) { ml_s[r0] = make_float2(m0, l0); ml_s[r1] = make_float2(m1, l1); }
+    if (quad == 0) { m_s[r0] = m0; l_s[r0] = l0; m_s[r1] = m1; l_s[r1] = l1; }
     cluster_sync();
     STAMP(8);
-    if (tid < BN) {
-        float2 ml[CL];
-        #pragma unroll
-        for (int s = 0; s < CL; s++) ml[s] = ld_remote2(remote(&ml_s[tid], s));
-        float big = -INFINITY, sum = 0.f;
-        #pragma unroll
-        for (int s = 0; s < CL; s++) big = fmaxf(big, ml[s].x);
-        #pragma unroll
-        for (int s = 0; s < CL; s++) sum += ml[s].y * exp2f(ml[s].x - big);
-        w_s[tid] = exp2f(ml_s[tid].x - big) / sum;
-    }
-    __syncthreads();
-    // this block's weighted partial, by column slice: slice s (columns SC s ..) is BN rows of
-    // SP floats (SC and 4 of padding), contiguous, for block s to sum
-    const float w0 = w_s[r0], w1 = w_s[r1];
+    const float w0 = cluster_row_weight<CL>(m_s, l_s, r0, m0);
+    const float w1 = cluster_row_weight<CL>(m_s, l_s, r1, m1);
     #pragma unroll
     for (int j = 0; j < 32; j++) {
-        const int col = 8 * j + 2 * quad, at = (col / SC) * BN * SP + col % SC;
-        *(float2*)&o_s[at + r0 * SP] = make_float2(o[4 * j] * w0, o[4 * j + 1] * w0);
-        *(float2*)&o_s[at + r1 * SP] = make_float2(o[4 * j + 2] * w1, o[4 * j + 3] * w1);
+        const int col = 8 * j + 2 * quad;
+        *(float2*)&o_s[r0 * OS + col] = make_float2(o[4 * j] * w0, o[4 * j + 1] * w0);
+        *(float2*)&o_s[r1 * OS + col] = make_float2(o[4 * j + 2] * w1, o[4 * j + 3] * w1);
     }
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // thread stores -> copies
-    __syncthreads();
     STAMP(9);
-    // the copy engine pushes slice s into block s's receive buffer at this block's place; a
-    // block's merge barrier (announced at the start) completes when all CL slices are in
-    if (tid < CL)
-        bulk_push(r_s + rank * BN * SP, o_s + tid * BN * SP, BN * SP * 4, &merge_bar, tid);
+    cluster_sync();
     STAMP(10);
-    wait_or_trap(smem_addr(&merge_bar), 0);
+    // this block's column slice of every row: the sum of the CL partials, in bf16 (row r of
+    // the block is (token 8 rb + r / 8, head r % 8): out's row (token * H + head) = 64 rb + r)
+    cluster_sum_columns<CL, BN, D, 128>(o_s, OS, rank, out + ((long)b * n * H + rb * BN) * D,
+                                        n * H - rb * BN, tid);
     STAMP(11);
-    // the sum of the CL partials of this block's columns, in bf16 (row r of the block is
-    // (token 8 rb + r / 8, head r % 8): out's row (token * H + head) = 64 rb + r)
-    unsigned short* out_b = out + ((long)b * n * H + rb * BN) * D + rank * SC;
-    const int valid = n * H - rb * BN;
-    #pragma unroll
-    for (int i = tid; i < BN * SC / 4; i += 128) {
-        const int r = i / (SC / 4), cc = (i % (SC / 4)) * 4;
-        float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-        #pragma unroll
-        for (int s = 0; s < CL; s++) {
-            const float4 v = *(const float4*)&r_s[s * BN * SP + r * SP + cc];
-            acc.x += v.x; acc.y += v.y; acc.z += v.z; acc.w += v.w;
-        }
-        if (r < valid)
-            *(uint2*)(out_b + (long)r * D + cc) = make_uint2(pack2(acc.x, acc.y),
-                                                             pack2(acc.z, acc.w));
-    }
+    cluster_sync();  // no block leaves while another still reads its shared memory
     STAMP(12);
-    if (tid < CL) bulk_reads_done();  // o_s stays until the copy engine has read it
 }
 '''
 
