@@ -242,15 +242,16 @@ def mma_tile_source(n: int = 64) -> str:
 }'''
 
 
-def wgmma_asm(n: int = 64) -> str:
+def wgmma_asm(n: int = 64, trans_b: bool = False) -> str:
     """The inline PTX of one m64nNk16 bf16 wgmma, both operands from shared memory (descriptors
-    `da`, `db`), accumulating into float d[0..n/2) (scale-d 1)."""
+    `da`, `db`), accumulating into float d[0..n/2) (scale-d 1). trans_b: B is read MN-major
+    (its N elements contiguous, as a (K, N) matrix stores them) instead of K-major."""
     regs = n // 2
     names = ', '.join(f'%{i}' for i in range(regs))
     outs = ', '.join(f'"+f"(d[{i}])' for i in range(regs))
     return (f'asm volatile("{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{regs + 2}, 0;\\n'
             f'wgmma.mma_async.sync.aligned.m64n{n}k16.f32.bf16.bf16 '
-            f'{{{names}}}, %{regs}, %{regs + 1}, p, 1, 1, 0, 0;\\n}}\\n"'
+            f'{{{names}}}, %{regs}, %{regs + 1}, p, 1, 1, 0, {int(trans_b)};\\n}}\\n"'
             f' : {outs} : "l"(da), "l"(db), "r"(1) : "memory");')
 
 

@@ -23,7 +23,7 @@ memory layout, timed per layer on 18 distinct weights (HBM) against cuBLAS on th
 one launch per layer and once as one launch that streams all 18 layers' weights (persistent: the
 next layer's tiles land while this layer's MMAs run; no layer waits for another's output here).
 
-    python3 scripts/device/wgmma_check.py [--out FILE.json]
+    python3 scripts/device/wgmma_check.py [--out FILE.json] [--tile-only]
 
 Measured on the H200 (2026-12-01, bench/results/wgmma_check_h200.json): the tile is right with
 the descriptor as CUTLASS builds it (max error 1.3e-7 of max |D|, i.e. float32 rounding; the
@@ -38,6 +38,13 @@ still needs on top: a layer's X is the previous part's output (a grid-wide wait 
 1.1-1.8 us each, measured in sync_cost.py and persistent_chain_probe.py, while the weight stream
 keeps going), a producer warp apart from the MMA warpgroup, X through a cluster instead of re-read
 per block, the on-chip split-K sums, and the compiler packing the weights into these tiles.
+
+B read MN-major (`--tile-only`, 2026-12-01, bench/results/wgmma_check_trans_b_h200.json): B given
+as a (K, N) matrix, stored by the same packing (the core matrix of k 8i.. and n 8j.. at
+1024 i + 128 j) and read with the transpose bit, is right with LBO = 1024 (the step to the next
+8 of K) and SBO = 128 (the next 8 of N), as CUTLASS's canonical MN-major layout has it (error
+1.3e-7); the offsets the other way round read outside the tile (an illegal address). So an
+attention can read V as the prefix stores it, rows of keys, with no transpose into V^T.
 """
 
 import argparse
@@ -74,10 +81,17 @@ wgmma_tile(const unsigned short* A, const unsigned short* B, float* raw, int swa
     float d[__REGS__];
     for (int r = 0; r < __REGS__; r++) d[r] = 0.f;
     unsigned lbo = swap ? K * 16 : 128, sbo = swap ? 128 : K * 16;
+#ifdef TRANS_B  // B given as (K, N), N contiguous, stored by the same formula (K = N here): the
+    // core matrix of k 8i.. and n 8j.. at 8i (N 16) + 128 j, read MN-major; A as proven
+    const unsigned alo = 128, aso = K * 16, bstep = 2 * K * 16;
+    const unsigned blo = swap ? 128 : K * 16, bso = swap ? K * 16 : 128;
+#else
+    const unsigned alo = lbo, aso = sbo, bstep = 256, blo = lbo, bso = sbo;
+#endif
     asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
     for (int s = 0; s < K / 16; s++) {
-        u64 da = descriptor(smem_addr(sa) + 256 * s, lbo, sbo);
-        u64 db = descriptor(smem_addr(sb) + 256 * s, lbo, sbo);
+        u64 da = descriptor(smem_addr(sa) + 256 * s, alo, aso);
+        u64 db = descriptor(smem_addr(sb) + bstep * s, blo, bso);
         __WGMMA__
     }
     asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
@@ -158,10 +172,11 @@ stream_gemm(const unsigned char* X, const unsigned char* W, float* Y, int n, int
 '''
 
 
-def tile_source() -> str:
-    """The CUDA source of `wgmma_tile` (one tile, K = K) as this probe compiles it."""
-    return SOURCE.replace('__K__', str(K)).replace('__REGS__', str(REGS)) \
-        .replace('__WGMMA__', wgmma_asm(N))
+def tile_source(trans_b: bool = False) -> str:
+    """The CUDA source of `wgmma_tile` (one tile, K = K) as this probe compiles it; trans_b:
+    B given as (K, N) and read MN-major (the transpose bit), A as before."""
+    return ('#define TRANS_B\n' if trans_b else '') + SOURCE.replace('__K__', str(K)) \
+        .replace('__REGS__', str(REGS)).replace('__WGMMA__', wgmma_asm(N, trans_b))
 
 
 def stream_source(nbuf: int, overlap: int) -> str:
@@ -244,46 +259,59 @@ def fragment_rows_cols():
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('--out', default='wgmma_check.json')
+    parser.add_argument('--tile-only', action='store_true',
+                        help='the one-tile checks only, not the stream GEMM timings')
     args = parser.parse_args()
     torch.manual_seed(0)
     report = {'gpu': torch.cuda.get_device_name(), 'torch': torch.__version__,
               'shape': f'm64n{N}k16 x {K // 16} k-steps, bf16 -> f32, both K-major, no swizzle'}
     a = torch.randn(64, K, device='cuda').to(torch.bfloat16)
     b = torch.randn(N, K, device='cuda').to(torch.bfloat16)
-    want = a.float() @ b.float().t()
-    rows, cols = fragment_rows_cols()
-    try:
-        kernel = torch.cuda._compile_kernel(tile_source(), 'wgmma_tile', compute_capability='90a')
-        kernel.set_shared_memory_config(2 * 64 * K * 2)
-    except Exception as exc:
-        report['compile'] = f'failed: {type(exc).__name__}: {str(exc)[-1500:]}'
-        print(json.dumps(report, indent=1), flush=True)
-        return save(report, args.out)
-    for swap in (0, 1):
-        raw = torch.zeros(128, REGS, device='cuda')
+    # B K-major, as the expert stores a weight: (N, K) rows; then B MN-major: (K, N) rows read
+    # with the transpose bit (the form an attention's V would be read in without a transpose)
+    for trans_b, bmat, want in ((False, b, a.float() @ b.float().t()),
+                                (True, b.t().contiguous(), a.float() @ b.float().t())):
         try:
-            operands = [a.view(torch.int16), b.view(torch.int16), raw, swap]
-            kernel(grid=(1, 1, 1), block=(128, 1, 1), args=operands, shared_mem=2 * 64 * K * 2)
-            torch.cuda.synchronize()
+            kernel = torch.cuda._compile_kernel(tile_source(trans_b), 'wgmma_tile',
+                                                compute_capability='90a')
+            kernel.set_shared_memory_config(2 * 64 * K * 2)
         except Exception as exc:
-            report[f'swap={swap}'] = f'failed: {type(exc).__name__}: {str(exc)[-600:]}'
+            report[f'compile trans_b={int(trans_b)}'] = \
+                f'failed: {type(exc).__name__}: {str(exc)[-1500:]}'
             continue
-        raw = raw.cpu()
-        ref = want.cpu()
-        got = ref.clone().fill_(float('nan'))
-        got[rows, cols] = raw
-        scale = ref.abs().max()
-        nearest = (raw.reshape(-1, 1) - ref.reshape(1, -1)).abs().min(dim=1).values
-        report[f'swap={swap}'] = {
-            'lbo_bytes': K * 16 if swap else 128, 'sbo_bytes': 128 if swap else K * 16,
-            'max_rel_error_fragment_layout': float((got - ref).abs().max() / scale),
-            'share_of_accumulators_found_in_reference': float(
-                (nearest <= 1e-3 * scale).float().mean()),
-        }
+        for swap in (0, 1):
+            key = f'swap={swap}' + (' trans_b' if trans_b else '')
+            report[key] = tile_case(kernel, a, bmat, want, swap, trans_b)
+            print(key, report[key], flush=True)
     save(report, args.out)
+    if args.tile_only:
+        return None
     stream_section(report)
     print(json.dumps(report, indent=1), flush=True)
     return save(report, args.out)
+
+
+def tile_case(kernel, a, bmat, want, swap: int, trans_b: bool):
+    """One wgmma_tile launch -> its errors against `want` (the offsets of B's descriptor: K-major
+    LBO 128 / SBO K * 16, MN-major the other way round; swap exchanges them)."""
+    rows, cols = fragment_rows_cols()
+    raw = torch.zeros(128, REGS, device='cuda')
+    try:
+        operands = [a.view(torch.int16), bmat.view(torch.int16), raw, swap]
+        kernel(grid=(1, 1, 1), block=(128, 1, 1), args=operands, shared_mem=2 * 64 * K * 2)
+        torch.cuda.synchronize()
+    except Exception as exc:
+        return f'failed: {type(exc).__name__}: {str(exc)[-600:]}'
+    raw, ref = raw.cpu(), want.cpu()
+    got = ref.clone().fill_(float('nan'))
+    got[rows, cols] = raw
+    scale = ref.abs().max()
+    nearest = (raw.reshape(-1, 1) - ref.reshape(1, -1)).abs().min(dim=1).values
+    lbo, sbo = (K * 16, 128) if bool(swap) != trans_b else (128, K * 16)
+    return {'b_lbo_bytes': lbo, 'b_sbo_bytes': sbo,
+            'max_rel_error_fragment_layout': float((got - ref).abs().max() / scale),
+            'share_of_accumulators_found_in_reference': float(
+                (nearest <= 1e-3 * scale).float().mean())}
 
 
 def save(report: dict, path: str) -> None:

@@ -14,6 +14,7 @@ def _forms():
             'wgmma_check', 'nvrtc_hopper_check', 'persistent_chain_probe', 'mlp_chain_probe',
             'attention_cluster_probe', 'ingest_probe', 'attention_wgmma_probe'))
     yield 'wgmma_tile', 'wgmma_tile', wgmma.tile_source()
+    yield 'wgmma_tile trans_b', 'wgmma_tile', wgmma.tile_source(trans_b=True)
     for nbuf, overlap in sorted({(nbuf, overlap) for nbuf, overlap, _ in wgmma.STREAM_FORMS}):
         yield f'stream_gemm ring {nbuf} overlap {overlap}', 'stream_gemm', \
             wgmma.stream_source(nbuf, overlap)
