@@ -28,15 +28,23 @@ kernels with the GEMMs fetching their weights into L2 before waiting (55.9 us, s
 of a second kernel (22 us per attention instead of 13: a serial chain of loads in one
 program). With the swapped form (bench/results/expert_chain_swapped_h200.json): swapped 56.7 us
 per layer (fused 70.7, chosen 49.2); alone, the swapped tilings sped up the norm-fused qkv
-(10.4 -> 9.0 us) and gate_up (15.0 -> 12.0) but lost every part to the build's choices."""
+(10.4 -> 9.0 us) and gate_up (15.0 -> 12.0) but lost every part to the build's choices.
+The cuBLAS parts' weights asked into L2 beside each attention (form word 'prefetch', and
+'prefetchall' with o and down too; bench/results/h200_l2_prefetch/, two runs, 2026-12-01):
+chosen pdl2 45.31 / 44.97 us per layer, prefetch 45.63 / 45.12, prefetchall 46.46 / 45.87,
+and the bound, every layer's cuBLAS parts on hot weights ('warm'), 44.51 / 43.99: at most 1 us
+a layer to win, and the prefetch wins none of it."""
 
 import argparse
 import json
 import os
+import re
 import sys
 
 import torch
 import torch.nn.functional as F
+import triton
+import triton.language as tl
 
 from lamp_ros.kernels import ops, triton_expert as te, triton_kernels as tk, tuning
 
@@ -109,23 +117,97 @@ def wgmma_attention(cluster: int):
     return WGMMA[cluster]
 
 
+@triton.jit
+def _l2_prefetch_kernel(table_ptr, CHUNK: tl.constexpr, BLOCK: tl.constexpr):
+    """Program (r, b) asks the copy engine to bring BLOCK chunks of region r of the table
+    (rows of (address, bytes)) from HBM into L2: one cp.async.bulk.prefetch.L2 per lane, which
+    moves no data into the SM and returns at once. Lanes past the region's end repeat its
+    first 16 bytes (harmless) rather than branch."""
+    region = tl.program_id(0)
+    base = tl.load(table_ptr + 2 * region)
+    nbytes = tl.load(table_ptr + 2 * region + 1)
+    off = (tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)).to(tl.int64) * CHUNK
+    inside = off < nbytes
+    addr = tl.where(inside, base + off, base)
+    size = tl.where(inside, tl.minimum(nbytes - off, CHUNK), 16).to(tl.int32)
+    tl.inline_asm_elementwise(
+        "{ cp.async.bulk.prefetch.L2.global [$1], $2; mov.u32 $0, 0; }", "=r,l,r",
+        [addr, size], dtype=tl.int32, is_pure=False, pack=1)
+
+
+L2_PREFETCH_CHUNK, L2_PREFETCH_BLOCK = 16384, 128
+
+
+def l2_prefetch_table(tensors) -> torch.Tensor:
+    """The (address, bytes) rows l2_prefetch reads, built once (a table made during a CUDA
+    graph capture would be a host copy in the graph). Each tensor must be contiguous; its bytes
+    are rounded down to a multiple of 16, as the copy engine asks."""
+    rows_ = []
+    for t in tensors:
+        if not t.is_contiguous():
+            raise ValueError('l2_prefetch: a tensor to prefetch must be contiguous')
+        rows_.append([t.data_ptr(), (t.numel() * t.element_size()) // 16 * 16])
+    return torch.tensor(rows_, dtype=torch.int64, device=tensors[0].device)
+
+
+def l2_prefetch(table: torch.Tensor, max_bytes: int) -> None:
+    """Start bringing the table's regions (max_bytes the largest) into L2 and return: for
+    weights the next kernels read, issued where HBM would otherwise idle (e.g. beside the
+    attention, on a stream of its own)."""
+    per_program = L2_PREFETCH_CHUNK * L2_PREFETCH_BLOCK
+    _l2_prefetch_kernel[(table.shape[0], triton.cdiv(max_bytes, per_program))](
+        table, CHUNK=L2_PREFETCH_CHUNK, BLOCK=L2_PREFETCH_BLOCK, num_warps=4)
+
+
+PREFETCH_STREAM = []  # the side stream of the 'prefetch' forms, made on first use
+
+
+def prefetch_tables(layers, which: str) -> None:
+    """L['prefetch_<which>'] = (table, largest bytes): what layer L's attention asks into L2.
+    'prefetch': its gate_up weight and the next layer's qkv weight (the two cuBLAS parts, which
+    ran 1.0-2.3 us slower with their weights cold); 'prefetchall': also its o and down."""
+    for i, L in enumerate(layers):
+        ts = [L['gate_up']] + ([L['o'], L['down']] if which == 'prefetchall' else [])
+        if i + 1 < len(layers):
+            ts.append(layers[i + 1]['qkv'])
+        L[f'prefetch_{which}'] = (l2_prefetch_table(ts),
+                                  max(t.numel() * t.element_size() for t in ts))
+
+
 def step(layers, x, rotation, mask, counters, form: str):
-    """One Euler step in `form`: 'BASE[ pdlN][ wgmmaCL]' (wgmmaCL: the attention on the wgmma
-    probe's kernel in clusters of CL, launched plainly, instead of the Triton pair)."""
+    """One Euler step in `form`: 'BASE[ pdlN][ wgmmaCL][ prefetch|prefetchall][ warm]'.
+    wgmmaCL: the attention on the wgmma probe's kernel in clusters of CL, launched plainly,
+    instead of the Triton pair. prefetch: as each layer's attention starts, a side stream asks
+    the weights of prefetch_tables into L2, joined at the step's end. warm: the cuBLAS parts of
+    every layer on layer 0's weights, hot in L2, the bound of what prefetching them can give
+    (time only)."""
     base, *words = form.split()
     pdl = next((int(w[3:]) for w in words if w.startswith('pdl')), 0)
     cluster = next((int(w[5:]) for w in words if w.startswith('wgmma')), 0)
+    prefetch = next((w for w in words if w.startswith('prefetch')), '')
     tiles = {**GEMM['fused'], 'qkv': [], 'gate_up': []} if base == 'chosen' else GEMM[base]
+    main = torch.cuda.current_stream()
+    if prefetch and not PREFETCH_STREAM:
+        PREFETCH_STREAM.append(torch.cuda.Stream())
+    warm = 'warm' in words  # every layer's cuBLAS parts on layer 0's weights: L2-hot bound
     for L in layers:
-        qkv = gemm_part('qkv', L, x, x, tiles['qkv'], counters, pdl)
+        Lc = {**L, 'qkv': layers[0]['qkv'], 'gate_up': layers[0]['gate_up']} if warm else L
+        qkv = gemm_part('qkv', Lc, x, x, tiles['qkv'], counters, pdl)
+        if prefetch:
+            side = PREFETCH_STREAM[0]
+            side.wait_stream(main)
+            with torch.cuda.stream(side):
+                l2_prefetch(*L[f'prefetch_{prefetch}'])
         if cluster:
             a = wgmma_attention(cluster)(qkv, L['packed'], *rotation, mask, HEADS, D ** -0.5)
         else:
             a = te.mqa_attention(qkv, L['kp'], L['vp'], *rotation, mask, HEADS, D ** -0.5,
                                  [*ATTENTION, pdl])
         x = gemm_part('o', L, a, x, tiles['o'], counters, pdl)
-        h = gemm_part('gate_up', L, x, x, tiles['gate_up'], counters, pdl)
+        h = gemm_part('gate_up', Lc, x, x, tiles['gate_up'], counters, pdl)
         x = gemm_part('down', L, h, x, tiles['down'], counters, pdl)
+    if prefetch:
+        main.wait_stream(PREFETCH_STREAM[0])
     return x
 
 
@@ -263,6 +345,9 @@ def main():
     layers = [layer_weights(dev) for _ in range(LAYERS)]
     for L in layers:
         L['gate_up'] = torch.cat([L['gate'], L['up']])
+    for which in ('prefetch', 'prefetchall'):
+        if re.search(rf'\b{which}\b', args.forms):
+            prefetch_tables(layers, which)
     if 'wgmma' in args.forms:
         for L in layers:
             L['packed'] = wgmma_probe().pack_prefix(L['kp'], L['vp'])
@@ -290,7 +375,7 @@ def main():
             continue
         report[form] = {'step_ms': ms, 'layer_us': 1e3 * ms / LAYERS,
                         'inference_ms (x10 steps)': 10 * ms}
-        if ' pdl' in form:
+        if ' pdl' in form or 'prefetch' in form:
             report[form]['max_abs_diff_to_chosen'] = float(
                 (outputs[form].float() - outputs['chosen'].float()).abs().max())
             report[form]['equal_to_chosen'] = bool(torch.equal(outputs[form],
