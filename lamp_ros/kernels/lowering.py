@@ -31,12 +31,12 @@ import os
 
 import torch
 
-from lamp_ros.compiler.passes.expert_kernels import LIBRARY, ExpertKernels
+from lamp_ros.compiler.passes.expert_kernels import FIRST_PIECES, LIBRARY, ExpertKernels
 from lamp_ros.compiler.passes.modules import (Attention, DecoderLayer, Fp8Linear, GeGLU,
                                               KNLinear, Rotary, StepAdaRMSNorm, UnitLayerNorm,
                                               UnitRMSNorm, VisionBlock)
 from lamp_ros.compiler.passes.stages import ExpertStage, PrefixStage, VisionStage
-from lamp_ros.kernels import tuning
+from lamp_ros.kernels import ops as kernel_ops, tuning
 from lamp_ros.policies.config import CAMERA_SLOTS
 
 SWITCHED = {UnitRMSNorm: 'rms_norm', UnitLayerNorm: 'layer_norm',
@@ -67,6 +67,12 @@ def use_kernels(modules: dict, tuning_out: dict | None = None) -> dict:
             fused = fuse_expert_layers(stage, out)
             if fused:
                 counts['expert_layer'] = fused
+            for part in ('qkv', 'gate_up'):  # premade forms: their norm kernels never run
+                premade = sum(layer.expert_kernels is not None
+                              and layer.expert_kernels.form(part) == 'premade'
+                              for layer in stage.layers)
+                if premade:
+                    counts[f'expert_premade_{part}'] = premade
             pdl = expert_pdl(stage)
             if fused and pdl:
                 for layer in stage.layers:
@@ -252,18 +258,24 @@ def _tuning_problems(stage: ExpertStage, layers: list) -> dict:
                 run(i, each, each.expert_kernels)
         return launch
 
-    def gemm(part, n, k, run):
-        return (f'{rows}x{n}x{k}', tuning.gemm_candidates(rows, n, k) + [LIBRARY],
+    def gemm(part, n, k, run, premade=None):
+        """The fused tilings, the premade ones where the part has that form, the library."""
+        extra = [] if premade is None else tuning.premade_candidates(
+            rows, n, k, premade, w_qkv.element_size())
+        return (f'{rows}x{n}x{k}', tuning.gemm_candidates(rows, n, k) + extra + [LIBRARY],
                 timed(part, run))
 
+    # the premade forms' input, as the gated GEMM before them would make it (timed alone)
+    carry = kernel_ops.norm_pieces(x, torch.ones(x.shape[-1], device=x.device),
+                                   min(FIRST_PIECES, x.shape[-1]))
     return {
-        'qkv': gemm('qkv', *w_qkv.shape, lambda i, L, kern: kern.qkv(L, x, 0)),
+        'qkv': gemm('qkv', *w_qkv.shape, lambda i, L, kern: kern.qkv(L, x, 0, carry), False),
         'attention': (f'{rows}x{heads}x{d} over {prefix}+{rows}',
                       tuning.attention_candidates(d) + [LIBRARY],
                       timed('attention', lambda i, L, kern: kern.attention(
                           L, qkv, *prefix_kv[i], mask, rotation))),
         'o': gemm('o', *w_o.shape, lambda i, L, kern: kern.o(L, a, x, 0)),
         'gate_up': gemm('gate_up', w_gate_up.shape[0] // 2, w_gate_up.shape[1],
-                        lambda i, L, kern: kern.gate_up(L, x, 0)),
+                        lambda i, L, kern: kern.gate_up(L, x, 0, carry), True),
         'down': gemm('down', *w_down.shape, lambda i, L, kern: kern.down(L, h, x, 0)),
     }

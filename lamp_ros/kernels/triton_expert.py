@@ -36,12 +36,13 @@ def _precision(dtype) -> str:
 
 @triton.jit
 def _expert_gemm_kernel(x_ptr, w_ptr, w2_ptr, y_ptr, mod_ptr, bias_ptr, bias2_ptr, res_ptr,
-                        gate_ptr, part_ptr, part2_ptr, sumsq_ptr, count_ptr, M, N, K,
-                        k_per_split, stride_x, stride_w, stride_w2, stride_y, stride_res, eps,
+                        gate_ptr, part_ptr, part2_ptr, sumsq_ptr, count_ptr, xm_ptr,
+                        mod_next_ptr, pieces_ptr, M, N, K, k_per_split, stride_x, stride_w,
+                        stride_w2, stride_y, stride_res, stride_pieces, eps,
                         NORM: tl.constexpr, GEGLU: tl.constexpr, RESIDUAL: tl.constexpr,
                         GATED: tl.constexpr, SPLITS: tl.constexpr, SWAP: tl.constexpr,
                         PRECISION: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
-                        BK: tl.constexpr, PDL: tl.constexpr = 0):
+                        BK: tl.constexpr, PDL: tl.constexpr = 0, PREP: tl.constexpr = 0):
     _grid_dependency(PDL, 1)
     pid_n = tl.program_id(0)
     pid_m = tl.program_id(1)
@@ -135,12 +136,20 @@ def _expert_gemm_kernel(x_ptr, w_ptr, w2_ptr, y_ptr, mod_ptr, bias_ptr, bias2_pt
                 acc = acc * tl.load(gate_ptr + cols, mask=col_ok,
                                     other=0.0).to(tl.float32)[None, :]
             acc = res + acc
-        tl.store(y_ptr + rows[:, None] * stride_y + cols[None, :],
-                 acc.to(y_ptr.dtype.element_ty), mask=inside)
+        out = acc.to(y_ptr.dtype.element_ty)
+        tl.store(y_ptr + rows[:, None] * stride_y + cols[None, :], out, mask=inside)
+        if PREP:  # what the next adaRMS-normed GEMM reads (triton_premade): x * mod, and
+            # this tile's share of each row's sum of squares, both of x as stored
+            of = tl.where(inside, out.to(tl.float32), 0.0)
+            mod_next = tl.load(mod_next_ptr + cols, mask=col_ok, other=0.0)
+            tl.store(xm_ptr + rows[:, None] * stride_y + cols[None, :],
+                     (of * mod_next[None, :]).to(y_ptr.dtype.element_ty), mask=inside)
+            tl.store(pieces_ptr + pid_n * stride_pieces + rows, tl.sum(of * of, axis=1),
+                     mask=row_ok)
 
 
 def expert_gemm(x, weight, tiles, *, counters=None, weight2=None, mod=None, bias=None,
-                bias2=None, residual=None, gate=None, eps=0.0):
+                bias2=None, residual=None, gate=None, eps=0.0, mod_next=None):
     """One launch of `_expert_gemm_kernel` over x (..., K) -> (..., N); see the module doc.
 
     tiles = (block_m, block_n, block_k, warps, stages, splits, swap): block_m rows of x by
@@ -151,7 +160,12 @@ def expert_gemm(x, weight, tiles, *, counters=None, weight2=None, mod=None, bias
     then costs fewer re-reads of x per weight byte than 16-32 columns of W with x as M. (On the
     H200 this helped the norm-fused parts by 13-20% and lost every part to cuBLAS or the
     unswapped tilings: the tuner decides.) An optional eighth value turns on programmatic
-    dependent launch (triton_kernels.grid_dependency: 1 or 2; 0 or absent: off)."""
+    dependent launch (triton_kernels.grid_dependency: 1 or 2; 0 or absent: off).
+
+    With mod_next (float32 (N,)), the epilogue also makes what the next adaRMS-normed GEMM
+    on descriptor loads reads (triton_premade.premade_gemm): returns (y, y * mod_next rounded
+    to y's dtype, pieces): pieces (N / block_n, M) float32, piece j the sum of squares of y's
+    rows over column block j."""
     block_m, block_n, block_k, warps, stages, splits, swap = tiles[:7]
     pdl = tiles[7] if len(tiles) > 7 else 0
     a, w = _rows(x), _rows(weight)
@@ -175,18 +189,27 @@ def expert_gemm(x, weight, tiles, *, counters=None, weight2=None, mod=None, bias
     w2 = _rows(weight2) if weight2 is not None else w
     res = _rows(residual) if residual is not None else out
     mod = mod.float().contiguous() if mod is not None else None
+    xm = pieces = out
+    if mod_next is not None:
+        xm = torch.empty_like(out)
+        pieces = torch.empty((grid[0], m), **f32)
     _expert_gemm_kernel[grid](
         a, w, w2, out, mod if mod is not None else out,
         bias.float().contiguous() if bias is not None else out,
         bias2.float().contiguous() if bias2 is not None else out, res,
         gate.contiguous() if gate is not None else out, part, part2, sumsq,
-        counters if splits > 1 else out, m, n, k, k // splits, a.stride(0), w.stride(0),
-        w2.stride(0), out.stride(0), res.stride(0), eps, NORM=mod is not None,
+        counters if splits > 1 else out, xm,
+        mod_next.float().contiguous() if mod_next is not None else out, pieces, m, n, k,
+        k // splits, a.stride(0), w.stride(0), w2.stride(0), out.stride(0), res.stride(0),
+        pieces.stride(0), eps, NORM=mod is not None, PREP=mod_next is not None,
         GEGLU=weight2 is not None, RESIDUAL=residual is not None, GATED=gate is not None,
         SPLITS=splits, SWAP=bool(swap), PRECISION=_precision(x.dtype), BM=block_m,
         BN=block_n, BK=block_k, PDL=pdl,
         num_warps=warps, num_stages=stages, **_pdl_launch(pdl))
-    return out.view(*x.shape[:-1], n)
+    y = out.view(*x.shape[:-1], n)
+    if mod_next is not None:
+        return y, xm.view(*x.shape[:-1], n), pieces
+    return y
 
 
 @triton.jit

@@ -47,6 +47,7 @@ import triton
 import triton.language as tl
 
 from lamp_ros.kernels import ops, triton_expert as te, triton_kernels as tk, tuning
+from lamp_ros.kernels import triton_premade as tp
 
 ROWS, WIDTH, HEADS, D, MLP, PREFIX, LAYERS = 50, 1024, 8, 256, 4096, 968, 18
 # [block_m, block_n, block_k, warps, stages, splits, swap]: the best fused tilings the H200 build
@@ -189,6 +190,8 @@ def step(layers, x, rotation, mask, counters, form: str):
     main = torch.cuda.current_stream()
     if prefetch and not PREFETCH_STREAM:
         PREFETCH_STREAM.append(torch.cuda.Stream())
+    if 'premade' in words:
+        return premade_step(layers, x, rotation, mask, counters, tiles, pdl)
     warm = 'warm' in words  # every layer's cuBLAS parts on layer 0's weights: L2-hot bound
     for L in layers:
         Lc = {**L, 'qkv': layers[0]['qkv'], 'gate_up': layers[0]['gate_up']} if warm else L
@@ -209,6 +212,65 @@ def step(layers, x, rotation, mask, counters, form: str):
     if prefetch:
         main.wait_stream(PREFETCH_STREAM[0])
     return x
+
+
+# premade_gemm's tiles (block_w, block_k, warps, stages, swap): tma_gemm_probe.py's best
+PREMADE = {'qkv': [32, 128, 4, 6, 0], 'gate_up': [32, 128, 4, 4, 0]}
+
+
+def premade_step(layers, x, rotation, mask, counters, tiles, pdl):
+    """The step with qkv and gate_up on triton_premade.premade_gemm: o and the previous
+    layer's down make x * mod and the sums of squares in their epilogue (norm_pieces for the
+    first layer), so no rms_norm and no GeGLU kernel runs."""
+    xm, pieces = tp.norm_pieces(x, layers[0]['mod'], WIDTH // tiles['down'][1], pdl=pdl)
+    for i, L in enumerate(layers):
+        qkv = tp.premade_gemm(xm, pieces, L['qkv'], L['b_qkv'], 1e-6, [*PREMADE['qkv'], pdl])
+        a = te.mqa_attention(qkv, L['kp'], L['vp'], *rotation, mask, HEADS, D ** -0.5,
+                             [*ATTENTION, pdl])
+        x, xm, pieces = te.expert_gemm(a, L['o'], [*tiles['o'], pdl], counters=counters,
+                                       residual=x, gate=L['gate_o'], mod_next=L['mod'])
+        h = tp.premade_gemm(xm, pieces, L['gate'], L['b_gate'], 1e-6,
+                            [*PREMADE['gate_up'], pdl], weight2=L['up'], bias2=L['b_up'])
+        if i + 1 < len(layers):
+            x, xm, pieces = te.expert_gemm(h, L['down'], [*tiles['down'], pdl],
+                                           counters=counters, residual=x, gate=L['gate_o'],
+                                           mod_next=layers[i + 1]['mod'])
+        else:
+            x = te.expert_gemm(h, L['down'], [*tiles['down'], pdl], counters=counters,
+                               residual=x, gate=L['gate_o'])
+    return x
+
+
+def check_premade(L, x, counters) -> dict:
+    """premade_gemm against the normed GEMMs' float32 references (max error / max |ref|),
+    and the gated GEMM's x * mod and pieces against torch on its own output."""
+    xm, pieces = tp.norm_pieces(x, L['mod'], 32)
+    out = {'norm_pieces xm exact': bool(torch.equal(
+        xm, (x.float() * L['mod']).to(x.dtype))),
+        'norm_pieces sums rel error': float(
+            ((pieces.sum(0) - x.float().pow(2).sum(-1).flatten()).abs().max()
+             / x.float().pow(2).sum(-1).max()))}
+    for part, got, want in (
+            ('qkv', lambda: tp.premade_gemm(xm, pieces, L['qkv'], L['b_qkv'], 1e-6,
+                                            PREMADE['qkv']),
+             lambda: ops.ada_linear_reference(x, L['qkv'], L['mod'], L['b_qkv'], 1e-6)),
+            ('gate_up', lambda: tp.premade_gemm(xm, pieces, L['gate'], L['b_gate'], 1e-6,
+                                                PREMADE['gate_up'], weight2=L['up'],
+                                                bias2=L['b_up']),
+             lambda: ops.ada_geglu_reference(x, L['gate'], L['up'], L['mod'], L['b_gate'],
+                                             L['b_up'], 1e-6))):
+        g, w = got().float(), want().float()
+        out[f'{part} rel error'] = float((g - w).abs().max() / w.abs().max())
+    a = torch.randn(1, ROWS, HEADS * D, dtype=x.dtype, device=x.device)
+    y, ym, pieces = te.expert_gemm(a, L['o'], GEMM['fused']['o'], counters=counters,
+                                   residual=x, gate=L['gate_o'], mod_next=L['mod'])
+    plain = te.expert_gemm(a, L['o'], GEMM['fused']['o'], counters=counters, residual=x,
+                           gate=L['gate_o'])
+    out['gated prep: y bit-identical to plain'] = bool(torch.equal(y, plain))
+    out['gated prep: xm exact'] = bool(torch.equal(ym, (y.float() * L['mod']).to(y.dtype)))
+    sq = y.float().pow(2).sum(-1).flatten()
+    out['gated prep: sums rel error'] = float((pieces.sum(0) - sq).abs().max() / sq.max())
+    return out
 
 
 def kernel_resources() -> dict:
@@ -375,13 +437,19 @@ def main():
             continue
         report[form] = {'step_ms': ms, 'layer_us': 1e3 * ms / LAYERS,
                         'inference_ms (x10 steps)': 10 * ms}
-        if ' pdl' in form or 'prefetch' in form:
+        if ' pdl' in form or 'prefetch' in form or 'premade' in form:
             report[form]['max_abs_diff_to_chosen'] = float(
                 (outputs[form].float() - outputs['chosen'].float()).abs().max())
             report[form]['equal_to_chosen'] = bool(torch.equal(outputs[form],
                                                                outputs['chosen']))
+            report[form]['rel_diff_to_chosen'] = float(
+                (outputs[form].float() - outputs['chosen'].float()).abs().max()
+                / outputs['chosen'].float().abs().max())
         print(f'{form:12s} step {ms:.3f} ms, {1e3 * ms / LAYERS:.1f} us per layer '
               f'{report[form]}', flush=True)
+    if 'premade' in args.forms:
+        report['premade_check'] = check_premade(layers[0], x, counters)
+        print('premade check', report['premade_check'], flush=True)
     report['counters_left'] = int(counters.abs().sum())
     report['kernel_resources'] = kernel_resources()
     save(report, args.out)

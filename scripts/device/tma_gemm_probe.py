@@ -28,13 +28,15 @@ import triton
 import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
-from lamp_ros.kernels import triton_expert as te
+from lamp_ros.kernels import triton_expert as te, triton_kernels as tk
 
 ROWS, LAYERS = 50, 18
 PARTS = {'qkv': (2560, 1024), 'o': (1024, 2048), 'gate_up': (8192, 1024), 'down': (1024, 4096)}
 # the build's tilings of the lamp kernel on the H200 (plain, no epilogue here)
 LAMP_TILES = {'qkv': [64, 16, 128, 4, 4, 1, 0], 'o': [64, 32, 128, 4, 4, 4, 0],
               'gate_up': [64, 32, 128, 4, 4, 1, 0], 'down': [64, 32, 128, 4, 4, 4, 0]}
+# and of its normed forms (ada_linear, ada_geglu: the norm in the GEMM's prologue)
+LAMP_ADA_TILES = {'qkv': [64, 16, 128, 4, 4, 1, 0], 'gate_up': [64, 32, 128, 4, 4, 1, 0]}
 SMEM = 220 * 1024
 
 
@@ -81,6 +83,179 @@ def _tma_gemm_kernel(w_desc, x_desc, y_ptr, part_ptr, count_ptr, M, N, k_per_spl
         ok = (toks[:, None] < M) & (cols[None, :] < N)
         tl.store(y_ptr + toks[:, None] * stride_y + cols[None, :],
                  acc.to(y_ptr.dtype.element_ty), mask=ok)
+
+
+@triton.jit
+def _tma_ada_kernel(w_desc, w2_desc, x_desc, y_ptr, mod_ptr, bias_ptr, bias2_ptr, sumsq_ptr,
+                    M, N, K, stride_y, eps, NORM: tl.constexpr, GEGLU: tl.constexpr,
+                    PARTIALS: tl.constexpr, SWAP: tl.constexpr, BW: tl.constexpr,
+                    BT: tl.constexpr, BK: tl.constexpr, STAGES: tl.constexpr):
+    """The adaRMS-normed GEMM (qkv; with GEGLU both gate and up and their GeGLU) on descriptor
+    loads: rstd(x) * ((x * mod) @ W^T) + bias. NORM: x * mod made in the loop from the loaded
+    x tile, its squares summed there (lamp::ada_linear's prologue, on TMA loads). Without NORM,
+    x_desc holds x * mod already (made by the kernel before) and sumsq_ptr its rows' sums of
+    squares in PARTIALS column-block pieces, summed here in a fixed order: a plain GEMM loop."""
+    pid = tl.program_id(0)
+    toks = tl.arange(0, BT)
+    ks = tl.arange(0, BK)
+    if SWAP:
+        acc = tl.zeros((BW, BT), dtype=tl.float32)
+        acc2 = tl.zeros((BW, BT), dtype=tl.float32)
+    else:
+        acc = tl.zeros((BT, BW), dtype=tl.float32)
+        acc2 = tl.zeros((BT, BW), dtype=tl.float32)
+    sumsq = tl.zeros((BT,), dtype=tl.float32)
+    for k in tl.range(0, K, BK, num_stages=STAGES):
+        x = x_desc.load([0, k])
+        if NORM:
+            xf = x.to(tl.float32)
+            sumsq += tl.sum(xf * xf, axis=1)
+            x = (xf * tl.load(mod_ptr + k + ks)[None, :]).to(tl.bfloat16)
+        w = w_desc.load([pid * BW, k])
+        if SWAP:
+            acc = tl.dot(w, tl.trans(x), acc)
+        else:
+            acc = tl.dot(x, tl.trans(w), acc)
+        if GEGLU:
+            w2 = w2_desc.load([pid * BW, k])
+            if SWAP:
+                acc2 = tl.dot(w2, tl.trans(x), acc2)
+            else:
+                acc2 = tl.dot(x, tl.trans(w2), acc2)
+    if SWAP:
+        acc = tl.trans(acc)
+        acc2 = tl.trans(acc2)
+    if not NORM:
+        pieces = tl.load(sumsq_ptr + tl.arange(0, PARTIALS)[:, None] * BT + toks[None, :])
+        sumsq = tl.sum(pieces, axis=0)
+    cols = pid * BW + tl.arange(0, BW)
+    rstd = tl.rsqrt(sumsq / K + eps)
+    y = acc * rstd[:, None] + tl.load(bias_ptr + cols)[None, :]
+    if GEGLU:
+        u = acc2 * rstd[:, None] + tl.load(bias2_ptr + cols)[None, :]
+        z = 0.7978845608028654 * (y + 0.044715 * y * y * y)
+        y = y * tl.sigmoid(2.0 * z) * u
+    ok = (toks[:, None] < M) & (cols[None, :] < N)
+    tl.store(y_ptr + toks[:, None] * stride_y + cols[None, :], y.to(y_ptr.dtype.element_ty),
+             mask=ok)
+
+
+class TmaAda:
+    """One candidate of the normed GEMM: (norm, swap, bw, bk, stages, warps); norm 1 = the
+    prologue form, 0 = the pre-made x * mod and sums-of-squares pieces."""
+
+    def __init__(self, norm, swap, bw, bk, stages, warps):
+        self.norm, self.swap, self.bw, self.bk, self.stages, self.warps = \
+            norm, swap, bw, bk, stages, warps
+        self.bt = 64
+
+    def fits(self, n, k, geglu) -> bool:
+        stage = ((1 + geglu) * self.bw + self.bt) * self.bk * 2
+        return n % self.bw == 0 and self.stages * stage <= SMEM
+
+    def __call__(self, xin, w, w2, mod, bias, bias2, pieces):
+        m, k = xin.shape
+        n = w.shape[0]
+        out = torch.empty((m, n), dtype=xin.dtype, device=xin.device)
+        w_desc = TensorDescriptor.from_tensor(w, [self.bw, self.bk])
+        _tma_ada_kernel[(n // self.bw,)](
+            w_desc, TensorDescriptor.from_tensor(w2, [self.bw, self.bk]) if w2 is not None
+            else w_desc, TensorDescriptor.from_tensor(xin, [self.bt, self.bk]), out, mod, bias,
+            bias2 if bias2 is not None else bias, pieces, m, n, k, out.stride(0), 1e-6,
+            NORM=self.norm, GEGLU=w2 is not None, PARTIALS=pieces.shape[0], SWAP=self.swap,
+            BW=self.bw, BT=self.bt, BK=self.bk, STAGES=self.stages, num_warps=self.warps)
+        return out
+
+    def name(self) -> str:
+        form = 'prologue' if self.norm else 'pre-made'
+        return f"tma {form} swap{self.swap} bw{self.bw} bk{self.bk} st{self.stages} w{self.warps}"
+
+
+def ada_candidates(n, k, geglu) -> list:
+    out = []
+    for norm, swap, bw, bk, stages, warps in itertools.product(
+            (1, 0), (1, 0), (32, 64, 128), (64, 128), (3, 4, 6, 8), (4,)):
+        if swap and bw < 64:
+            continue
+        c = TmaAda(norm, swap, bw, bk, stages, warps)
+        if c.fits(n, k, geglu) and 40 <= n // bw <= 600:
+            out.append(c)
+    return out
+
+
+def time_ada(part, report) -> None:
+    """qkv / gate_up with their adaRMS norm (and GeGLU): today's two library kernels (+ the
+    GeGLU kernel) around cuBLAS, the lamp kernel's prologue form at the build's tiling, and the
+    descriptor-load candidates; 18 layers' weights per launch, us per layer."""
+    dev = 'cuda'
+    n, k = PARTS[part]
+    geglu = part == 'gate_up'
+    n_out = n // 2 if geglu else n
+    ws = [(torch.randn(n, k, device=dev) / k ** 0.5).to(torch.bfloat16) for _ in range(LAYERS)]
+    halves = [w.chunk(2) if geglu else (w, None) for w in ws]
+    halves = [(a.contiguous(), b.contiguous() if b is not None else None) for a, b in halves]
+    x = torch.randn(ROWS, k, device=dev).to(torch.bfloat16)
+    mod = 1 + torch.randn(k, device=dev) / 10
+    scale, shift = (mod - 1).to(torch.bfloat16), (torch.randn(k, device=dev) / 10)
+    bias = [shift @ a.float().t() for a, _ in halves]
+    bias2 = [shift @ b.float().t() if b is not None else None for _, b in halves]
+    # the pre-made input: x * mod in bf16 and 32 pieces of the rows' sums of squares (the
+    # previous kernel's epilogue would write them, one piece per 32-column block)
+    xm = (x.float() * mod).to(torch.bfloat16)
+    pieces = torch.zeros(32, 64, device=dev)
+    pieces[:, :ROWS] = (x.float() ** 2).reshape(ROWS, 32, k // 32).sum(-1).t()
+
+    def reference(i):
+        a, b = halves[i]
+        r = torch.rsqrt((x.float() ** 2).mean(-1, keepdim=True) + 1e-6)
+        g = r * ((x.float() * mod) @ a.float().t()) + bias[i]
+        if b is None:
+            return g
+        u = r * ((x.float() * mod) @ b.float().t()) + bias2[i]
+        return F.gelu(g, approximate='tanh') * u
+    want = reference(0)
+    row = {'weight_mb': n * k * 2 / 1e6}
+
+    def library():
+        for w in ws:
+            h = F.linear(tk.rms_norm(x, scale, shift.to(torch.bfloat16), 1e-6), w)
+            if geglu:
+                tk.geglu(*h.chunk(2, -1))
+    row['library (norm, cuBLAS[, geglu])'] = {'us': per_layer_us(library)}
+    tiles = LAMP_ADA_TILES[part]
+    counters = torch.zeros(4096, dtype=torch.int32, device=dev)
+
+    def lamp():
+        for i, (a, b) in enumerate(halves):
+            te.expert_gemm(x, a, tiles, counters=counters, weight2=b, mod=mod, bias=bias[i],
+                           bias2=bias2[i], eps=1e-6)
+    row[f'lamp prologue {tiles}'] = {'us': per_layer_us(lamp)}
+    t0 = time.time()
+    for c in ada_candidates(n_out, k, geglu):
+        xin = x if c.norm else xm
+        try:
+            got = c(xin, halves[0][0], halves[0][1], mod, bias[0], bias2[0], pieces).float()
+            err = float((got - want).abs().max() / want.abs().max())
+            row[c.name()] = {'us': per_layer_us(lambda: [
+                c(xin, a, b, mod, bias[i], bias2[i], pieces)
+                for i, (a, b) in enumerate(halves)]), 'rel_error': err}
+        except Exception as exc:  # a tiling the compiler or the GPU refuses
+            row[c.name()] = {'failed': f'{type(exc).__name__}: {str(exc)[-160:]}'}
+    show(f'{part} normed', row, time.time() - t0)
+    report['normed'][part] = row
+
+
+def show(title, row, seconds) -> None:
+    timed = {name: v for name, v in row.items() if isinstance(v, dict) and 'us' in v}
+    best = sorted(timed.items(), key=lambda kv: kv[1]['us'])
+    keep = best[:6] + [kv for kv in best[6:] if not kv[0].startswith('tma')]
+    for form in ('prologue', 'pre-made'):
+        keep += [kv for kv in best[6:] if form in kv[0]][:1]
+    mb = row['weight_mb']
+    print(f'{title} ({mb:.1f} MB, {seconds:.0f} s):', flush=True)
+    for name, v in keep:
+        print(f"  {name:44s} {v['us']:6.2f} us  {mb / v['us']:.2f} TB/s"
+              f"  err {v.get('rel_error', 0):.1e}", flush=True)
 
 
 class TmaGemm:
@@ -152,13 +327,19 @@ def per_layer_us(fn, runs=40) -> float:
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument('--parts', default=','.join(PARTS))
+    parser.add_argument('--normed', default='qkv,gate_up',
+                        help='parts also timed with their adaRMS norm (and GeGLU) fused')
     parser.add_argument('--out', default='')
     args = parser.parse_args()
     torch.manual_seed(0)
     dev = 'cuda'
     counters = torch.zeros(4096, dtype=torch.int32, device=dev)
-    report = {'gpu': torch.cuda.get_device_name(), 'rows': ROWS, 'layers': LAYERS, 'parts': {}}
-    for part in args.parts.split(','):
+    report = {'gpu': torch.cuda.get_device_name(), 'rows': ROWS, 'layers': LAYERS, 'parts': {},
+              'normed': {}}
+    for part in filter(None, args.normed.split(',')):
+        time_ada(part, report)
+        save(report, args.out)
+    for part in filter(None, args.parts.split(',')):
         n, k = PARTS[part]
         ws = [(torch.randn(n, k, device=dev) / k ** 0.5).to(torch.bfloat16)
               for _ in range(LAYERS)]
@@ -178,17 +359,15 @@ def main():
                                  'rel_error': err}
             except Exception as exc:  # a tiling the compiler or the GPU refuses
                 row[c.name()] = {'failed': f'{type(exc).__name__}: {str(exc)[-160:]}'}
-        timed = {name: v for name, v in row.items() if isinstance(v, dict) and 'us' in v}
-        best = sorted(timed.items(), key=lambda kv: kv[1]['us'])[:6]
-        mb = row['weight_mb']
-        print(f'{part} ({n}x{k}, {mb:.1f} MB, {time.time() - t0:.0f} s):', flush=True)
-        for name, v in best + [('cublas', row['cublas'])]:
-            print(f"  {name:36s} {v['us']:6.2f} us  {mb / v['us']:.2f} TB/s"
-                  f"  err {v.get('rel_error', 0):.1e}", flush=True)
+        show(part, row, time.time() - t0)
         report['parts'][part] = row
-        if args.out:
-            with open(args.out, 'w', encoding='utf-8') as f:
-                json.dump(report, f, indent=1)
+        save(report, args.out)
+
+
+def save(report: dict, path: str) -> None:
+    if path:
+        with open(path, 'w', encoding='utf-8') as f:
+            json.dump(report, f, indent=1)
 
 
 if __name__ == '__main__':

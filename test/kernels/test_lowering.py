@@ -9,10 +9,10 @@ import pytest
 import torch
 
 from lamp_ros.compiler.passes import PASS_NAMES, run_passes
-from lamp_ros.compiler.passes.expert_kernels import LIBRARY, PARTS
+from lamp_ros.compiler.passes.expert_kernels import LIBRARY, PARTS, PREMADE
 from lamp_ros.compiler.passes.record import stage_modules
 from lamp_ros.compiler.spec import load_spec
-from lamp_ros.kernels import lowering
+from lamp_ros.kernels import lowering, tuning
 from lamp_ros.kernels.lowering import use_kernels
 from lamp_ros.policies.example import example_observation
 from lamp_ros.trace.from_spec import build_pipeline, trace_pipeline
@@ -171,6 +171,53 @@ def test_expert_parts_agree_in_either_form(optimised, form):
     args = _args(graph, 'denoise', values)
     torch.testing.assert_close(_outputs(switched['denoise'], args),
                                _outputs(passed['denoise'], args), atol=2e-5, rtol=0)
+
+
+def _premade_tiles(layer, part):
+    """The first premade tiling of `part` at pi05_tiny's expert shapes."""
+    w = (layer.attn.in_proj if part == 'qkv' else layer.mlp.in_proj).linears()[0].weight
+    n = w.shape[0] // (2 if part == 'gate_up' else 1)
+    return tuning.premade_candidates(50, n, w.shape[1], part == 'gate_up', w.element_size())[0]
+
+
+@pytest.mark.parametrize('gated', ['fused', 'library'])
+def test_expert_premade_parts_agree_and_export(optimised, gated):
+    """qkv and gate_up in their premade form: the gated GEMM before each (o; the previous
+    layer's down) makes x * mod and the pieces of the sums of squares in its epilogue
+    (lamp::gated_linear_prep), or lamp::norm_pieces does after a library o / down and before
+    the first layer. The stage computes what the passes' stage does, and the exported program
+    names the operators."""
+    graph, _, passed, values = optimised
+    switched = {'denoise': copy.deepcopy(passed['denoise'])}
+    use_kernels(switched)
+    layers = switched['denoise'].layers
+    for layer in layers:
+        kern = layer.expert_kernels
+        for part in ('qkv', 'gate_up'):
+            kern.tiles[part] = _premade_tiles(layer, part)
+            assert kern.form(part) == 'premade' and len(kern.tiles[part]) == PREMADE
+        if gated == 'library':
+            kern.tiles['o'] = kern.tiles['down'] = LIBRARY
+    args = tuple(_args(graph, 'denoise', values))
+    torch.testing.assert_close(_outputs(switched['denoise'], args),
+                               _outputs(passed['denoise'], args), atol=2e-5, rtol=0)
+    with torch.no_grad():
+        program = torch.export.export(switched['denoise'], args, strict=False)
+    torch.testing.assert_close(_outputs(program.module(), args),
+                               _outputs(passed['denoise'], args), atol=2e-5, rtol=0)
+    calls = [str(n.target) for n in program.graph.nodes if n.op == 'call_function'
+             and str(n.target).startswith('lamp.')]
+    steps = switched['denoise'].cfg.num_steps
+    assert calls.count('lamp.premade_linear.default') == steps * len(layers)
+    assert calls.count('lamp.premade_geglu.default') == steps * len(layers)
+    for gone in ('lamp.rms_norm.default', 'lamp.geglu.default', 'lamp.ada_linear.default'):
+        assert calls.count(gone) == (steps if gone == 'lamp.rms_norm.default' else 0), gone
+    if gated == 'fused':  # one norm_pieces a step (the first layer); the rest from epilogues
+        assert calls.count('lamp.norm_pieces.default') == steps
+        assert calls.count('lamp.gated_linear_prep.default') == steps * (2 * len(layers) - 1)
+    else:
+        assert calls.count('lamp.norm_pieces.default') == steps * 2 * len(layers)
+        assert 'lamp.gated_linear_prep.default' not in calls
 
 
 def test_expert_dependent_launch_mode_reaches_every_lamp_kernel(optimised, monkeypatch):

@@ -14,6 +14,7 @@ pytest.importorskip('triton')
 from triton.runtime import interpreter  # noqa: E402
 
 from lamp_ros.kernels import ops, triton_expert, triton_kernels  # noqa: E402  (after the switch)
+from lamp_ros.kernels import triton_premade  # noqa: E402
 
 # Triton 3.6's interpreter turns a loop bound into an int with int(1-element array), which
 # NumPy >= 2.3 refuses; the kernels are fine (they compile on the GPU), the shim is for here.
@@ -129,6 +130,39 @@ def test_expert_gemms_match_the_reference(splits, swap):
     # cannot run griddepcontrol, so modes 1 and 2 are checked on the H200: expert_chain.py)
     torch.testing.assert_close(gemm(x, w, [*tiles, 0], residual=residual, gate=gate),
                                cases[2][1], atol=3e-5, rtol=0)
+
+
+@pytest.mark.parametrize('swap', [0, 1])
+def test_premade_gemms_match_the_reference(swap):
+    """The gated GEMM's prep epilogue (x * mod_next, pieces), norm_pieces, and the premade
+    GEMMs on them against the normed GEMMs' references of the same x."""
+    torch.manual_seed(0)
+    a = torch.randn(1, 50, 64)
+    w, w2 = torch.randn(2, 64, 64) / 8
+    wo = torch.randn(64, 64) / 8
+    mod, bias, bias2, gate = 1 + torch.randn(64) / 10, torch.randn(64), torch.randn(64), \
+        torch.randn(64)
+    residual = torch.randn(1, 50, 64)
+    counters = torch.zeros(32, dtype=torch.int32)
+    x, xm, pieces = triton_expert.expert_gemm(a, wo, [64, 16, 32, 4, 2, 2, swap],
+                                              counters=counters, residual=residual, gate=gate,
+                                              mod_next=mod)
+    want = ops.gated_linear_prep(a, wo, residual, gate, mod, [64, 16, 32, 4, 2, 2, swap],
+                                 counters)
+    for got, ref in zip((x, xm, pieces), want):
+        torch.testing.assert_close(got, ref, atol=3e-5, rtol=1e-6)
+    assert pieces.shape == (4, 50)  # one piece per 16-column block
+    xm2, pieces2 = triton_premade.norm_pieces(x, mod, 8)
+    for got, ref in zip((xm2, pieces2), ops.norm_pieces(x, mod, 8)):
+        torch.testing.assert_close(got, ref, atol=3e-5, rtol=1e-6)
+    tiles = [64 if swap else 32, 32, 4, 2, swap]
+    torch.testing.assert_close(triton_premade.premade_gemm(xm, pieces, w, bias, 1e-6, tiles),
+                               ops.ada_linear_reference(x, w, mod, bias, 1e-6), atol=3e-5,
+                               rtol=0)
+    torch.testing.assert_close(
+        triton_premade.premade_gemm(xm2, pieces2, w, bias, 1e-6, tiles, weight2=w2,
+                                    bias2=bias2),
+        ops.ada_geglu_reference(x, w, w2, mod, bias, bias2, 1e-6), atol=3e-5, rtol=0)
 
 
 @pytest.mark.parametrize('tiles, n', [([16, 16, 16, 4, 1], 7), ([32, 16, 32, 4, 2], 7),

@@ -36,12 +36,14 @@ def test_the_h200_cache_covers_pi05_full_with_current_candidates():
     e, rows = cfg.expert, cfg.action_horizon
     width, qkv = e.width, (e.num_heads + 2) * e.head_dim
     candidates = {
-        f'qkv {rows}x{qkv}x{width}': tuning.gemm_candidates(rows, qkv, width),
+        f'qkv {rows}x{qkv}x{width}': tuning.gemm_candidates(rows, qkv, width)
+        + tuning.premade_candidates(rows, qkv, width, False, 2),
         f'attention {rows}x{e.num_heads}x{e.head_dim} over {cfg.prefix_len}+{rows}':
             tuning.attention_candidates(e.head_dim),
         f'o {rows}x{width}x{e.num_heads * e.head_dim}':
             tuning.gemm_candidates(rows, width, e.num_heads * e.head_dim),
-        f'gate_up {rows}x{e.mlp_dim}x{width}': tuning.gemm_candidates(rows, e.mlp_dim, width),
+        f'gate_up {rows}x{e.mlp_dim}x{width}': tuning.gemm_candidates(rows, e.mlp_dim, width)
+        + tuning.premade_candidates(rows, e.mlp_dim, width, True, 2),
         f'down {rows}x{width}x{e.mlp_dim}': tuning.gemm_candidates(rows, width, e.mlp_dim),
         f'prefix_attention {cfg.prefix_len}x{cfg.llm.num_heads}x{cfg.llm.head_dim}':
             tuning.flash_candidates(),
@@ -66,6 +68,19 @@ def test_measure_tiles_env_ignores_the_cache(monkeypatch):
     assert tuning.cached_tiles('Some Other GPU') == {}
     monkeypatch.setenv('LAMP_MEASURE_TILES', '1')
     assert tuning.cached_tiles('NVIDIA H200') == {}
+
+
+def test_premade_candidates_fit_the_shape_and_the_shared_memory():
+    """Every premade tiling divides the weight rows and K, and its stages fit: float32 tiles
+    take twice the bytes, so fewer fit (none at the full expert's gate/up)."""
+    bf16 = tuning.premade_candidates(50, 4096, 1024, True, 2)
+    fp32 = tuning.premade_candidates(50, 4096, 1024, True, 4)
+    assert len(bf16) == 4 and len(fp32) < len(bf16)
+    for bw, bk, _, stages, _ in bf16:
+        assert 4096 % bw == 0 and 1024 % bk == 0
+        assert stages * (2 * bw + 64) * bk * 2 <= tuning.SHARED_MEMORY
+    assert all(c[1] == 64 for c in tuning.premade_candidates(50, 192, 64, False, 4))  # K = 64
+    assert tuning.premade_candidates(65, 192, 64, False, 2) == []  # one token block at most
 
 
 def test_gemm_candidates_fit_the_shape():

@@ -13,11 +13,20 @@ the library form it replaces:
     gate_up    lamp::ada_geglu (norm, 2 weights, GeGLU)      lamp::rms_norm, cuBLAS, lamp::geglu
     down       lamp::gated_linear                             cuBLAS GEMM, addcmul
 
+The two normed parts have a third form, 'premade' (kernels/triton_premade.py): the kernel that
+writes their input x (the layer's o for gate_up, the previous layer's down for qkv) also writes
+x * mod and the pieces of each row's sum of squares (`lamp::gated_linear_prep`; after a library
+o or down, or before the first layer, `lamp::norm_pieces`), and the part is one plain
+weight-streaming GEMM with rstd, bias and GeGLU in its epilogue (`lamp::premade_linear`,
+`lamp::premade_geglu`): no norm kernel, no GeGLU kernel, no prologue in the GEMM's loop.
+
 Which wins depends on the shape and the GPU (on the H200 cuBLAS streams a 1024-wide weight
-faster than our Triton GEMM once the norm sits in its prologue; the fused attention and gated
-GEMMs win), so the lowering times both, with every tile candidate of the fused one
-(kernels/tuning.py), and records the choice per part: tiles, or [] for the library form. Both
-forms compute the float32 reference math of the passes' layer; only rounding points differ.
+faster than our Triton GEMM once the norm sits in its prologue; the premade forms beat both;
+the fused attention and gated GEMMs win), so the lowering times every form, with every tile
+candidate (kernels/tuning.py), and records the choice per part: tiles (7 values fused, 5
+premade), or [] for the library form. (A premade part is timed on a made input: the few us
+its producer's epilogue adds are not in its figure.) Every form computes the float32 reference
+math of the passes' layer; only rounding points differ.
 """
 
 import torch
@@ -30,6 +39,14 @@ from lamp_ros.kernels import ops as kernel_ops
 PARTS = ('qkv', 'attention', 'o', 'gate_up', 'down')
 COUNTERS = 1024  # split-K tile counters per layer (more than any tiling has output tiles)
 LIBRARY = []  # the tiles value that selects a part's library form
+PREMADE = 5  # the length of a premade form's tiles (triton_premade: block_w, block_k, warps,
+# stages, swap); a fused GEMM's have 7
+FIRST_PIECES = 32  # pieces of the sums of squares norm_pieces makes (a power of two)
+
+
+def form(tiles: list) -> str:
+    """'library', 'premade' or 'fused': which form a part's tiles select."""
+    return 'library' if tiles == LIBRARY else 'premade' if len(tiles) == PREMADE else 'fused'
 
 
 class ExpertKernels(nn.Module):
@@ -76,23 +93,44 @@ class ExpertKernels(nn.Module):
                 and mlp.in_proj.names == ('gate', 'up') and len(mlp.in_proj.linears()) == 1
                 and all(lin.bias is None for lin in linears))
 
-    def step(self, layer, x, step: int, k_prefix, v_prefix, mask, rotation) -> torch.Tensor:
-        """The layer at Euler `step`; `rotation` is the action tokens' (cos, sin)."""
-        qkv = self.qkv(layer, x, step)
-        x = self.o(layer, self.attention(layer, qkv, k_prefix, v_prefix, mask, rotation), x,
-                   step)
-        return self.down(layer, self.gate_up(layer, x, step), x, step)
+    def form(self, part: str) -> str:
+        return form(self.tiles[part])
+
+    def step(self, layer, x, step: int, k_prefix, v_prefix, mask, rotation, carry=None,
+             following=None) -> tuple:
+        """The layer at Euler `step`; `rotation` is the action tokens' (cos, sin). carry: the
+        (x * mod, pieces) of x that the layer before made for this layer's premade qkv, or
+        None; following: the next layer's ExpertKernels (whether its qkv is premade decides
+        whether this layer's down makes them) -> (x, carry for the next layer)."""
+        qkv = self.qkv(layer, x, step, carry)
+        x, carry = self.o(layer, self.attention(layer, qkv, k_prefix, v_prefix, mask, rotation),
+                          x, step, self.mlp_mod[step] if self.form('gate_up') == 'premade'
+                          else None)
+        h = self.gate_up(layer, x, step, carry)
+        mod_next = following.attn_mod[step] \
+            if following is not None and following.form('qkv') == 'premade' else None
+        return self.down(layer, h, x, step, mod_next)
 
     def _tiles(self, part: str) -> list:
         """A fused part's tiles, with the dependent-launch mode appended when it is on."""
         tiles = self.tiles[part]
         return [*tiles, self.pdl] if self.pdl and tiles != LIBRARY else tiles
 
-    def qkv(self, layer, x, step):
+    def _premade_input(self, x, mod, carry) -> tuple:
+        """(x * mod, pieces) from the kernel before, or made here when it made none."""
+        if carry is not None:
+            return carry
+        return kernel_ops.norm_pieces(x, mod, min(FIRST_PIECES, x.shape[-1]), self.pdl)
+
+    def qkv(self, layer, x, step, carry=None):
         """adaRMS(x) @ Wqkv^T -> the raw (unrotated) q/k/v of the action tokens."""
         w, tiles = layer.attn.in_proj.linears()[0].weight, self._tiles('qkv')
         if tiles == LIBRARY:
             return F.linear(layer.input_norm(x, step, self.pdl)[0], w)
+        if self.form('qkv') == 'premade':
+            xm, pieces = self._premade_input(x, self.attn_mod[step], carry)
+            return kernel_ops.premade_linear(xm, pieces, w, self.attn_bias[step],
+                                             layer.input_norm.eps, tiles)
         return kernel_ops.ada_linear(x, w, self.attn_mod[step], self.attn_bias[step],
                                      layer.input_norm.eps, tiles, self.counters)
 
@@ -110,26 +148,42 @@ class ExpertKernels(nn.Module):
         v = torch.cat([v_prefix, v.reshape(b, n, 1, d)], dim=1)
         return layer.attn.attention(q, k, v, mask)
 
-    def o(self, layer, a, x, step):
-        """x + gate * (a @ Wo^T)."""
-        w, tiles = layer.attn.o_proj.weight, self._tiles('o')
+    def _gated(self, part, inp, w, x, gate, mod_next):
+        """x + gate * (inp @ W^T) -> (that, its (x * mod_next, pieces) when mod_next is
+        given, else None)."""
+        tiles = self._tiles(part)
         if tiles == LIBRARY:
-            return torch.addcmul(x, F.linear(a, w), self.attn_gate[step].to(x.dtype))
-        return kernel_ops.gated_linear(a, w, x, self.attn_gate[step], tiles, self.counters)
+            y = torch.addcmul(x, F.linear(inp, w), gate.to(x.dtype))
+            if mod_next is None:
+                return y, None
+            return y, kernel_ops.norm_pieces(y, mod_next, min(FIRST_PIECES, y.shape[-1]),
+                                             self.pdl)
+        if mod_next is None:
+            return kernel_ops.gated_linear(inp, w, x, gate, tiles, self.counters), None
+        y, xm, pieces = kernel_ops.gated_linear_prep(inp, w, x, gate, mod_next, tiles,
+                                                     self.counters)
+        return y, (xm, pieces)
 
-    def gate_up(self, layer, x, step):
+    def o(self, layer, a, x, step, mod_next=None):
+        """x + gate * (a @ Wo^T) [, and its (x * mod_next, pieces) for a premade gate_up]."""
+        return self._gated('o', a, layer.attn.o_proj.weight, x, self.attn_gate[step], mod_next)
+
+    def gate_up(self, layer, x, step, carry=None):
         """gelu_tanh(gate) * up of adaRMS(x): the MLP's hidden layer."""
         w, tiles = layer.mlp.in_proj.linears()[0].weight, self._tiles('gate_up')
         if tiles == LIBRARY:
             return layer.mlp.hidden(layer.post_attn_norm(x, step, self.pdl)[0], self.pdl)
         w_gate, w_up = w.chunk(2)
+        eps = layer.post_attn_norm.eps
+        if self.form('gate_up') == 'premade':
+            xm, pieces = self._premade_input(x, self.mlp_mod[step], carry)
+            return kernel_ops.premade_geglu(xm, pieces, w_gate, w_up, self.gate_bias[step],
+                                            self.up_bias[step], eps, tiles)
         return kernel_ops.ada_geglu(x, w_gate, w_up, self.mlp_mod[step], self.gate_bias[step],
-                                    self.up_bias[step], layer.post_attn_norm.eps, tiles,
-                                    self.counters)
+                                    self.up_bias[step], eps, tiles, self.counters)
 
-    def down(self, layer, h, x, step):
-        """x + gate * (h @ Wdown^T)."""
-        w, tiles = layer.mlp.down_proj.weight, self._tiles('down')
-        if tiles == LIBRARY:
-            return torch.addcmul(x, F.linear(h, w), self.mlp_gate[step].to(x.dtype))
-        return kernel_ops.gated_linear(h, w, x, self.mlp_gate[step], tiles, self.counters)
+    def down(self, layer, h, x, step, mod_next=None):
+        """x + gate * (h @ Wdown^T) [, and its (x * mod_next, pieces) for the next layer's
+        premade qkv]."""
+        return self._gated('down', h, layer.mlp.down_proj.weight, x, self.mlp_gate[step],
+                           mod_next)

@@ -145,11 +145,15 @@ class ExpertStage(nn.Module):
         """v(x_t, t | prefix), times dt once the Euler update is folded."""
         mask, rotation, bias = suffix
         x = self.action_in_proj(x_t)
+        carry = None  # what a fused layer made for the next one's premade qkv
         for i, layer in enumerate(self.layers):
             if layer.expert_kernels is not None:  # the kernel lowering's fused layer
-                x = layer.expert_kernels.step(layer, x, cond, k_cache[i], v_cache[i], mask,
-                                              rotation)
+                following = self.layers[i + 1].expert_kernels if i + 1 < len(self.layers) \
+                    else None
+                x, carry = layer.expert_kernels.step(layer, x, cond, k_cache[i], v_cache[i],
+                                                     mask, rotation, carry, following)
                 continue
+            carry = None
             h, gate = layer.input_norm(x, cond)
             p = layer.attn.project(h, rotation, self.rotary)
             p['k'] = torch.cat([k_cache[i], p['k']], dim=1)
