@@ -259,10 +259,9 @@ def _tuning_problems(stage: ExpertStage, layers: list) -> dict:
         return launch
 
     def gemm(part, n, k, run, premade=None):
-        """The fused tilings, the premade ones where the part has that form (qkv's with RoPE
-        in the epilogue), the library."""
+        """The fused tilings, the premade ones where the part has that form, the library."""
         extra = [] if premade is None else tuning.premade_candidates(
-            rows, n, k, premade, w_qkv.element_size(), 0 if premade else d // 2)
+            rows, n, k, premade, w_qkv.element_size())
         return (f'{rows}x{n}x{k}', tuning.gemm_candidates(rows, n, k) + extra + [LIBRARY],
                 timed(part, run))
 
@@ -270,8 +269,7 @@ def _tuning_problems(stage: ExpertStage, layers: list) -> dict:
     carry = kernel_ops.norm_pieces(x, torch.ones(x.shape[-1], device=x.device),
                                    min(FIRST_PIECES, x.shape[-1]))
     return {
-        'qkv': gemm('qkv', *w_qkv.shape, lambda i, L, kern: kern.qkv(L, x, 0, carry, rotation),
-                    False),
+        'qkv': gemm('qkv', *w_qkv.shape, lambda i, L, kern: kern.qkv(L, x, 0, carry), False),
         'attention': (f'{rows}x{heads}x{d} over {prefix}+{rows}',
                       tuning.attention_candidates(d) + [LIBRARY],
                       timed('attention', lambda i, L, kern: kern.attention(

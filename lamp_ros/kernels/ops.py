@@ -431,38 +431,6 @@ def _(xm, pieces, weight, bias, eps, tiles):
     return xm.new_empty((*xm.shape[:-1], weight.shape[0]))
 
 
-@torch.library.custom_op('lamp::premade_qkv', mutates_args=())
-def premade_qkv(xm: torch.Tensor, pieces: torch.Tensor, weight: torch.Tensor,
-                bias: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, heads: int,
-                head_dim: int, eps: float, tiles: list[int]) -> torch.Tensor:
-    """premade_linear of the expert's merged q/k/v projection with RoPE in the epilogue: the
-    first heads + 1 heads of head_dim (q's, then k's) rotated by cos / sin (..., head_dim / 2)
-    before the one rounding, v's as they are -> (..., (heads + 2) * head_dim), what
-    lamp::mqa_attention reads with rotated=True."""
-    if xm.is_cuda:
-        return _triton_premade().premade_gemm(xm, pieces, weight, bias, eps, tiles,
-                                              rope=(cos, sin, heads + 1, head_dim))
-    return premade_qkv_reference(xm, pieces, weight, bias, cos, sin, heads, head_dim, eps)
-
-
-def premade_qkv_reference(xm, pieces, weight, bias, cos, sin, heads, head_dim, eps):
-    y = _premade_projection(xm, pieces, weight, bias, eps)
-    lead = y.shape[:-1]
-    y = y.reshape(-1, y.shape[-1] // head_dim, head_dim)
-    half = head_dim // 2
-    c = cos.float().reshape(-1, 1, half)
-    s = sin.float().reshape(-1, 1, half)
-    y1, y2 = y[:, :heads + 1, :half], y[:, :heads + 1, half:]
-    rotated = torch.cat([y1 * c - y2 * s, y2 * c + y1 * s], dim=-1)
-    y = torch.cat([rotated, y[:, heads + 1:]], dim=1)
-    return y.reshape(*lead, -1).to(xm.dtype)
-
-
-@premade_qkv.register_fake
-def _(xm, pieces, weight, bias, cos, sin, heads, head_dim, eps, tiles):
-    return xm.new_empty((*xm.shape[:-1], weight.shape[0]))
-
-
 @torch.library.custom_op('lamp::premade_geglu', mutates_args=())
 def premade_geglu(xm: torch.Tensor, pieces: torch.Tensor, w_gate: torch.Tensor,
                   w_up: torch.Tensor, bias_gate: torch.Tensor, bias_up: torch.Tensor,
@@ -488,28 +456,23 @@ def _(xm, pieces, w_gate, w_up, bias_gate, bias_up, eps, tiles):
 @torch.library.custom_op('lamp::mqa_attention', mutates_args=())
 def mqa_attention(qkv: torch.Tensor, k_prefix: torch.Tensor, v_prefix: torch.Tensor,
                   cos: torch.Tensor, sin: torch.Tensor, mask: torch.Tensor, heads: int,
-                  scale: float, tiles: list[int], rotated: bool = False) -> torch.Tensor:
+                  scale: float, tiles: list[int]) -> torch.Tensor:
     """The action tokens' multi-query attention from the raw qkv GEMM output (b, n,
-    (heads + 2) * d): q and the tokens' own k rotated by cos/sin (b, n, d/2) (unless
-    `rotated`: the GEMM did, lamp::premade_qkv), keys = the rotated prefix K (b, T, [1,] d)
-    then the tokens' k, values likewise, `mask` (b, n, T + n) bool with the eager code's
-    finite fill -> (b, n, heads * d)."""
+    (heads + 2) * d): q and the tokens' own k rotated by cos/sin (b, n, d/2), keys = the
+    rotated prefix K (b, T, [1,] d) then the tokens' k, values likewise, `mask` (b, n, T + n)
+    bool with the eager code's finite fill -> (b, n, heads * d)."""
     if qkv.is_cuda:
         return _triton_expert().mqa_attention(qkv, k_prefix, v_prefix, cos, sin, mask, heads,
-                                              scale, tiles, rotated)
-    return mqa_attention_reference(qkv, k_prefix, v_prefix, cos, sin, mask, heads, scale,
-                                   rotated)
+                                              scale, tiles)
+    return mqa_attention_reference(qkv, k_prefix, v_prefix, cos, sin, mask, heads, scale)
 
 
-def mqa_attention_reference(qkv, k_prefix, v_prefix, cos, sin, mask, heads, scale,
-                            rotated=False):
+def mqa_attention_reference(qkv, k_prefix, v_prefix, cos, sin, mask, heads, scale):
     b, n, _ = qkv.shape
     d = k_prefix.shape[-1]
     q, k, v = qkv.float().split([heads * d, d, d], dim=-1)
-    q, k = q.reshape(b, n, heads, d), k.reshape(b, n, 1, d)
-    if not rotated:
-        q, k = rotate(q, cos, sin), rotate(k, cos, sin)
-    k = k.reshape(b, n, d)
+    q = rotate(q.reshape(b, n, heads, d), cos, sin)
+    k = rotate(k.reshape(b, n, 1, d), cos, sin).reshape(b, n, d)
     keys = torch.cat([k_prefix.float().reshape(b, -1, d), k], dim=1)
     values = torch.cat([v_prefix.float().reshape(b, -1, d), v], dim=1)
     return _folded_attention(q, keys, values, mask, heads, scale).to(qkv.dtype)
@@ -525,7 +488,7 @@ def _folded_attention(q, keys, values, mask, heads, scale):
 
 
 @mqa_attention.register_fake
-def _(qkv, k_prefix, v_prefix, cos, sin, mask, heads, scale, tiles, rotated=False):
+def _(qkv, k_prefix, v_prefix, cos, sin, mask, heads, scale, tiles):
     return qkv.new_empty((qkv.shape[0], qkv.shape[1], heads * k_prefix.shape[-1]))
 
 

@@ -235,12 +235,11 @@ def _mqa_kernel(q_ptr, kp_ptr, vp_ptr, cos_ptr, sin_ptr, mask_ptr, m_ptr, l_ptr,
                 out_ptr, n, T, heads, stride_q_b, stride_q_t, stride_kp_b, stride_kp_t,
                 stride_vp_b, stride_vp_t, row_blocks, prefix_splits, keys_per_split, qk_scale,
                 OWN: tl.constexpr, HALF: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
-                PRECISION: tl.constexpr, PDL: tl.constexpr = 0, ROTATE: tl.constexpr = 1):
+                PRECISION: tl.constexpr, PDL: tl.constexpr = 0):
     """Rows = (token, head) pairs of q (token-major, as q's memory is) against one K/V head.
 
     OWN (the expert): q_ptr is the raw qkv GEMM output; q and the tokens' own k are rotated
-    here (ROTATE; else the GEMM rotated them: triton_premade's premade qkv), and the last key
-    split is the tokens' own K/V. Otherwise q is already rotated and
+    here, and the last key split is the tokens' own K/V. Otherwise q is already rotated and
     every key is in kp/vp (the prefix). With one split the program normalises and writes its
     rows; with more, each split leaves (max, sum, output) for `_mqa_combine_kernel`, as
     flash-decoding does. (Rotating a 64-key block of own keys holds four float32 (keys, d/2)
@@ -261,7 +260,7 @@ def _mqa_kernel(q_ptr, kp_ptr, vp_ptr, cos_ptr, sin_ptr, mask_ptr, m_ptr, l_ptr,
     q_at = q_ptr + b * stride_q_b + t[:, None] * stride_q_t + h[:, None] * 2 * HALF
     q1 = tl.load(q_at + d[None, :], mask=r_ok[:, None], other=0.0).to(tl.float32)
     q2 = tl.load(q_at + HALF + d[None, :], mask=r_ok[:, None], other=0.0).to(tl.float32)
-    if OWN and ROTATE:  # RoPE on q here
+    if OWN:  # RoPE on q here
         cs = (b * n + t)[:, None] * HALF + d[None, :]
         c = tl.load(cos_ptr + cs)
         s_ = tl.load(sin_ptr + cs)
@@ -296,14 +295,12 @@ def _mqa_kernel(q_ptr, kp_ptr, vp_ptr, cos_ptr, sin_ptr, mask_ptr, m_ptr, l_ptr,
             jj = tl.where(key_ok, j, 0)
             k_at = q_ptr + b * stride_q_b + jj[:, None] * stride_q_t + heads * 2 * HALF \
                 + d[None, :]
-            k1 = tl.load(k_at, mask=key_ok[:, None], other=0.0)
-            k2 = tl.load(k_at + HALF, mask=key_ok[:, None], other=0.0)
-            if ROTATE:
-                k1, k2 = k1.to(tl.float32), k2.to(tl.float32)
-                kcs = (b * n + jj)[:, None] * HALF + d[None, :]
-                kc = tl.load(cos_ptr + kcs)
-                ksn = tl.load(sin_ptr + kcs)
-                k1, k2 = (k1 * kc - k2 * ksn).to(dtype), (k2 * kc + k1 * ksn).to(dtype)
+            k1 = tl.load(k_at, mask=key_ok[:, None], other=0.0).to(tl.float32)
+            k2 = tl.load(k_at + HALF, mask=key_ok[:, None], other=0.0).to(tl.float32)
+            kcs = (b * n + jj)[:, None] * HALF + d[None, :]
+            kc = tl.load(cos_ptr + kcs)
+            ksn = tl.load(sin_ptr + kcs)
+            k1, k2 = (k1 * kc - k2 * ksn).to(dtype), (k2 * kc + k1 * ksn).to(dtype)
             v1 = tl.load(k_at + 2 * HALF, mask=key_ok[:, None], other=0.0)
             v2 = tl.load(k_at + 3 * HALF, mask=key_ok[:, None], other=0.0)
             keep = tl.load(mask_row + T + j[None, :], mask=r_ok[:, None] & key_ok[None, :],
@@ -350,7 +347,7 @@ def _mqa_combine_kernel(m_ptr, l_ptr, acc_ptr, out_ptr, rows_total, splits,
 
 
 def _attend(q, stride_q, k, v, mask, heads, scale, n, T, d, block_m, block_n, keys_per_split,
-            warps, stages, own, cos=None, sin=None, pdl=0, rotate=True):
+            warps, stages, own, cos=None, sin=None, pdl=0):
     """Launch `_mqa_kernel` -> (b, n, heads * d); q rows are token-major, k/v (b, T, d)."""
     b = q.shape[0]
     kp, vp = k.reshape(b, T, d), v.reshape(b, T, d)
@@ -368,7 +365,7 @@ def _attend(q, stride_q, k, v, mask, heads, scale, n, T, d, block_m, block_n, ke
         m = torch.empty((b, splits, rows), **f32)
         l_ = torch.empty((b, splits, rows), **f32)
         acc = torch.empty((b, splits, rows, d), **f32)
-    if own and rotate:
+    if own:
         cos, sin = cos.float().contiguous(), sin.float().contiguous()
     else:
         cos = sin = out
@@ -376,8 +373,8 @@ def _attend(q, stride_q, k, v, mask, heads, scale, n, T, d, block_m, block_n, ke
         q, kp, vp, cos, sin, keep, m, l_, acc, out, n, T, heads, stride_q[0],
         stride_q[1], kp.stride(0), kp.stride(1), vp.stride(0), vp.stride(1), row_blocks,
         prefix_splits, keys_per_split, scale * LOG2E, OWN=own, HALF=d // 2, BM=block_m,
-        BN=block_n, PRECISION=_precision(q.dtype), PDL=pdl, ROTATE=int(rotate),
-        num_warps=warps, num_stages=stages, **_pdl_launch(pdl))
+        BN=block_n, PRECISION=_precision(q.dtype), PDL=pdl, num_warps=warps, num_stages=stages,
+        **_pdl_launch(pdl))
     if splits > 1:
         _mqa_combine_kernel[(b * rows,)](m, l_, acc, out, rows, splits,
                                          SPLITS=triton.next_power_of_2(splits), D=d,
@@ -386,11 +383,9 @@ def _attend(q, stride_q, k, v, mask, heads, scale, n, T, d, block_m, block_n, ke
     return out
 
 
-def mqa_attention(qkv, k_prefix, v_prefix, cos, sin, mask, heads, scale, tiles,
-                  rotated=False):
+def mqa_attention(qkv, k_prefix, v_prefix, cos, sin, mask, heads, scale, tiles):
     """Attention of the action tokens: every query head of qkv (b, n, (heads + 2) * d) against
-    the prefix K/V (b, T, d) and the tokens' own K/V -> (b, n, heads * d); rotated: q and the
-    own k in qkv are rotated already (cos / sin unused).
+    the prefix K/V (b, T, d) and the tokens' own K/V -> (b, n, heads * d).
 
     One program per (block of query rows, slice of keys) keeps the GPU busy at 50 queries; a
     second kernel merges the slices' (max, sum, output) as flash-decoding does. tiles =
@@ -403,8 +398,7 @@ def mqa_attention(qkv, k_prefix, v_prefix, cos, sin, mask, heads, scale, tiles,
         raise ValueError(f'mqa_attention: qkv {tuple(qkv.shape)} is not q/k/v of {heads} heads '
                          f'of {d}')
     return _attend(qkv, qkv.stride()[:2], k_prefix, v_prefix, mask, heads, scale, n, T, d,
-                   block_m, block_n, keys_per_split, warps, stages, True, cos, sin, pdl,
-                   not rotated)
+                   block_m, block_n, keys_per_split, warps, stages, True, cos, sin, pdl)
 
 
 def mqa_flash(q, k, v, mask, heads, scale, tiles):

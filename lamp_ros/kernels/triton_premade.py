@@ -31,29 +31,17 @@ from lamp_ros.kernels.triton_kernels import rows as _rows
 
 
 @triton.jit
-def _premade_kernel(w_desc, w2_desc, x_desc, y_ptr, bias_ptr, bias2_ptr, pieces_ptr, cos_ptr,
-                    sin_ptr, M, N, K, stride_y, stride_pieces, eps, rotated_heads,
-                    GEGLU: tl.constexpr, PIECES: tl.constexpr, SWAP: tl.constexpr,
-                    PRECISION: tl.constexpr, BW: tl.constexpr, BT: tl.constexpr,
-                    BK: tl.constexpr, STAGES: tl.constexpr, PDL: tl.constexpr = 0,
-                    ROPE: tl.constexpr = 0, HALF: tl.constexpr = 1):
+def _premade_kernel(w_desc, w2_desc, x_desc, y_ptr, bias_ptr, bias2_ptr, pieces_ptr, M, N, K,
+                    stride_y, stride_pieces, eps, GEGLU: tl.constexpr, PIECES: tl.constexpr,
+                    SWAP: tl.constexpr, PRECISION: tl.constexpr, BW: tl.constexpr,
+                    BT: tl.constexpr, BK: tl.constexpr, STAGES: tl.constexpr,
+                    PDL: tl.constexpr = 0):
     """Program i: weight rows i*BW.. (and the up weight's, GEGLU) against all tokens over all
-    of K. The token tile's rows past M are the copy engine's zero fill. ROPE (the expert's
-    qkv): program i takes BW dims of one head's first half and the same BW of its second half
-    (two boxes of the one weight), so the epilogue can apply rotate-half RoPE to the first
-    `rotated_heads` heads (q's, then k's) by cos / sin (rows, HALF); v's heads pass as they are."""
+    of K. The token tile's rows past M are the copy engine's zero fill."""
     _grid_dependency(PDL, 1)
     pid = tl.program_id(0)
     toks = tl.arange(0, BT)
-    if ROPE:
-        head = pid // (HALF // BW)
-        row = head * 2 * HALF + (pid % (HALF // BW)) * BW
-        row2 = row + HALF
-    else:
-        row = pid * BW
-        row2 = row
-    cols = row + tl.arange(0, BW)
-    cols2 = row2 + tl.arange(0, BW)
+    cols = pid * BW + tl.arange(0, BW)
     # the epilogue's inputs first: they do not wait for the loop, and a trip for them after it
     # would add a round trip to every program
     pieces = tl.load(pieces_ptr + tl.arange(0, PIECES)[:, None] * stride_pieces
@@ -61,11 +49,6 @@ def _premade_kernel(w_desc, w2_desc, x_desc, y_ptr, bias_ptr, bias2_ptr, pieces_
     bias = tl.load(bias_ptr + cols)
     if GEGLU:
         bias2 = tl.load(bias2_ptr + cols)
-    if ROPE:
-        bias2 = tl.load(bias_ptr + cols2)
-        at = toks[:, None] * HALF + (cols - head * 2 * HALF)[None, :]
-        cos = tl.load(cos_ptr + at, mask=(toks < M)[:, None], other=0.0)
-        sin = tl.load(sin_ptr + at, mask=(toks < M)[:, None], other=0.0)
     if SWAP:
         acc = tl.zeros((BW, BT), dtype=tl.float32)
         acc2 = tl.zeros((BW, BT), dtype=tl.float32)
@@ -74,13 +57,13 @@ def _premade_kernel(w_desc, w2_desc, x_desc, y_ptr, bias_ptr, bias2_ptr, pieces_
         acc2 = tl.zeros((BT, BW), dtype=tl.float32)
     for k in tl.range(0, K, BK, num_stages=STAGES):
         x = x_desc.load([0, k])
-        w = w_desc.load([row, k])
+        w = w_desc.load([pid * BW, k])
         if SWAP:
             acc = tl.dot(w, tl.trans(x), acc, input_precision=PRECISION)
         else:
             acc = tl.dot(x, tl.trans(w), acc, input_precision=PRECISION)
-        if GEGLU or ROPE:
-            w2 = w2_desc.load([row2, k])
+        if GEGLU:
+            w2 = w2_desc.load([pid * BW, k])
             if SWAP:
                 acc2 = tl.dot(w2, tl.trans(x), acc2, input_precision=PRECISION)
             else:
@@ -94,12 +77,6 @@ def _premade_kernel(w_desc, w2_desc, x_desc, y_ptr, bias_ptr, bias2_ptr, pieces_
     if GEGLU:
         y = _gelu_tanh(y) * (acc2 * rstd[:, None] + bias2[None, :])
     ok = (toks[:, None] < M) & (cols[None, :] < N)
-    if ROPE:
-        y2 = acc2 * rstd[:, None] + bias2[None, :]
-        if head < rotated_heads:
-            y, y2 = y * cos - y2 * sin, y2 * cos + y * sin
-        tl.store(y_ptr + toks[:, None] * stride_y + cols2[None, :],
-                 y2.to(y_ptr.dtype.element_ty), mask=ok)
     tl.store(y_ptr + toks[:, None] * stride_y + cols[None, :], y.to(y_ptr.dtype.element_ty),
              mask=ok)
 
@@ -113,41 +90,30 @@ def _precision(dtype) -> str:
     return 'ieee' if dtype == torch.float32 else 'tf32'
 
 
-def premade_gemm(xm, pieces, weight, bias, eps, tiles, weight2=None, bias2=None,
-                 rope=None):
+def premade_gemm(xm, pieces, weight, bias, eps, tiles, weight2=None, bias2=None):
     """rstd * (xm @ W^T) + bias [GeGLU'd with the same of W2] -> (..., N); see the module doc.
     xm (..., K) is x * mod as the kernel before stored it, pieces (P, rows) float32 the pieces
-    of each row's sum of squares of x, bias (N,) float32 the shift pushed through W.
-    rope = (cos, sin, rotated_heads, head_dim): the output's first rotated_heads heads of
-    head_dim rotated (rotate-half) by cos / sin (..., head_dim / 2); a program then takes
-    block_w / 2 dims of each half of a head."""
+    of each row's sum of squares of x, bias (N,) float32 the shift pushed through W."""
     block_w, block_k, warps, stages, swap = tiles[:5]
     pdl = tiles[5] if len(tiles) > 5 else 0
     a, w = _rows(xm), _rows(weight)
     m, k = a.shape
     n = w.shape[0]
     bt = _token_block(m)
-    half = rope[3] // 2 if rope is not None else 1
-    box = block_w // 2 if rope is not None else block_w
-    if m > 64 or n % block_w or k % block_k or (rope is not None and (half % box or n % rope[3])):
+    if m > 64 or n % block_w or k % block_k:
         raise ValueError(f'premade_gemm: {m} rows x K={k} -> N={n} does not tile by '
-                         f'{block_w} x {block_k} (at most 64 rows; with RoPE, heads of '
-                         f'{2 * half} in halves of {box})')
+                         f'{block_w} x {block_k} (at most 64 rows)')
     out = torch.empty((m, n), dtype=xm.dtype, device=xm.device)
-    w_desc = TensorDescriptor.from_tensor(w, [box, block_k])
+    w_desc = TensorDescriptor.from_tensor(w, [block_w, block_k])
     w2_desc = TensorDescriptor.from_tensor(_rows(weight2), [block_w, block_k]) \
         if weight2 is not None else w_desc
     bias = bias.float().contiguous()
-    cos = sin = bias
-    if rope is not None:
-        cos, sin = (t.float().reshape(m, half).contiguous() for t in rope[:2])
     _premade_kernel[(n // block_w,)](
         w_desc, w2_desc, TensorDescriptor.from_tensor(a, [bt, block_k]), out, bias,
-        bias2.float().contiguous() if bias2 is not None else bias, pieces, cos, sin, m, n, k,
-        out.stride(0), pieces.stride(0), eps, rope[2] if rope is not None else 0,
-        GEGLU=weight2 is not None, PIECES=pieces.shape[0], SWAP=bool(swap),
-        PRECISION=_precision(xm.dtype), BW=box, BT=bt, BK=block_k, STAGES=stages, PDL=pdl,
-        ROPE=rope is not None, HALF=half, num_warps=warps, **_pdl_launch(pdl))
+        bias2.float().contiguous() if bias2 is not None else bias, pieces, m, n, k,
+        out.stride(0), pieces.stride(0), eps, GEGLU=weight2 is not None,
+        PIECES=pieces.shape[0], SWAP=bool(swap), PRECISION=_precision(xm.dtype), BW=block_w,
+        BT=bt, BK=block_k, STAGES=stages, PDL=pdl, num_warps=warps, **_pdl_launch(pdl))
     return out.view(*xm.shape[:-1], n)
 
 

@@ -32,10 +32,8 @@ SWAPPED_SPLITS = (1, 2, 4, 8, 16)
 SMS = 132  # H200; split-K candidates aim at one to four waves of programs
 # (block_w, block_k, warps, stages, swap) of the normed GEMMs as plain streams on descriptor
 # loads (triton_premade.py): the front-runners of scripts/device/tma_gemm_probe.py on the H200
-# (the qkv's rotate RoPE in the epilogue, a program holding block_w / 2 dims of each half of a
-# head: a swapped MMA's 64 weight rows are then 128, too few programs, so it keeps swap 0)
-PREMADE_TILES = ((32, 128, 4, 4, 0), (32, 128, 4, 6, 0), (64, 128, 4, 4, 0), (64, 128, 4, 4, 1),
-                 (64, 128, 4, 6, 1), (64, 64, 4, 8, 1))
+PREMADE_TILES = ((32, 128, 4, 4, 0), (32, 128, 4, 6, 0), (64, 128, 4, 4, 1), (64, 128, 4, 6, 1),
+                 (64, 64, 4, 8, 1))
 SHARED_MEMORY = 220 * 1024  # what a program's pipeline stages may take (the H200 has 227 KB)
 # (block_m, block_n, keys_per_split, warps, stages): a split holds 1-4 key blocks, so software
 # pipelining buys little and 64-row blocks at 3 stages exceed the 227 KB of shared memory
@@ -87,12 +85,10 @@ def gemm_candidates(rows: int, n: int, k: int, max_tiles: int = 1024) -> list:
     return out
 
 
-def premade_candidates(rows: int, n: int, k: int, geglu: bool, itemsize: int,
-                       rope_half: int = 0) -> list:
+def premade_candidates(rows: int, n: int, k: int, geglu: bool, itemsize: int) -> list:
     """Tilings of premade_gemm for (rows x k) @ (k x n) [and a second weight of n rows]:
     block_w weight rows by all tokens (one block of 16-64) a program, as many programs as
-    weight blocks, every stage's tiles within the shared memory. rope_half: the qkv with RoPE
-    in its epilogue, heads of 2 * rope_half (block_w / 2 must divide a half, unswapped)."""
+    weight blocks, every stage's tiles within the shared memory."""
     if rows > 64:
         return []
     tokens = max(16, 1 << (rows - 1).bit_length())
@@ -101,8 +97,6 @@ def premade_candidates(rows: int, n: int, k: int, geglu: bool, itemsize: int,
         bk = min(bk, k)
         stage = ((1 + geglu) * bw + tokens) * bk * itemsize
         if n % bw or k % bk or stages * stage > SHARED_MEMORY:
-            continue
-        if rope_half and (swap or rope_half % (bw // 2)):
             continue
         if [bw, bk, warps, stages, swap] not in out:
             out.append([bw, bk, warps, stages, swap])

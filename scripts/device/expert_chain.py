@@ -191,7 +191,7 @@ def step(layers, x, rotation, mask, counters, form: str):
     if prefetch and not PREFETCH_STREAM:
         PREFETCH_STREAM.append(torch.cuda.Stream())
     if 'premade' in words:
-        return premade_step(layers, x, rotation, mask, counters, tiles, pdl, 'rope' in words)
+        return premade_step(layers, x, rotation, mask, counters, tiles, pdl)
     warm = 'warm' in words  # every layer's cuBLAS parts on layer 0's weights: L2-hot bound
     for L in layers:
         Lc = {**L, 'qkv': layers[0]['qkv'], 'gate_up': layers[0]['gate_up']} if warm else L
@@ -214,24 +214,19 @@ def step(layers, x, rotation, mask, counters, form: str):
     return x
 
 
-# attention tilings tried on rotated q / k (no rotation, no spills: larger blocks may pay)
-EXTRA_ROTATED = [[32, 64, 128, 4, 1], [16, 64, 256, 4, 1], [32, 64, 256, 4, 1],
-                 [16, 64, 128, 4, 2], [64, 64, 128, 8, 1], [16, 32, 128, 4, 1]]
 # premade_gemm's tiles (block_w, block_k, warps, stages, swap): tma_gemm_probe.py's best
 PREMADE = {'qkv': [32, 128, 4, 6, 0], 'gate_up': [32, 128, 4, 4, 0]}
 
 
-def premade_step(layers, x, rotation, mask, counters, tiles, pdl, rope=False):
+def premade_step(layers, x, rotation, mask, counters, tiles, pdl):
     """The step with qkv and gate_up on triton_premade.premade_gemm: o and the previous
     layer's down make x * mod and the sums of squares in their epilogue (norm_pieces for the
-    first layer), so no rms_norm and no GeGLU kernel runs. rope: the qkv GEMM rotates q and k
-    in its epilogue and the attention reads them rotated."""
+    first layer), so no rms_norm and no GeGLU kernel runs."""
     xm, pieces = tp.norm_pieces(x, layers[0]['mod'], WIDTH // tiles['down'][1], pdl=pdl)
     for i, L in enumerate(layers):
-        qkv = tp.premade_gemm(xm, pieces, L['qkv'], L['b_qkv'], 1e-6, [*PREMADE['qkv'], pdl],
-                              rope=(*rotation, HEADS + 1, D) if rope else None)
+        qkv = tp.premade_gemm(xm, pieces, L['qkv'], L['b_qkv'], 1e-6, [*PREMADE['qkv'], pdl])
         a = te.mqa_attention(qkv, L['kp'], L['vp'], *rotation, mask, HEADS, D ** -0.5,
-                             [*ATTENTION, pdl], rotated=rope)
+                             [*ATTENTION, pdl])
         x, xm, pieces = te.expert_gemm(a, L['o'], [*tiles['o'], pdl], counters=counters,
                                        residual=x, gate=L['gate_o'], mod_next=L['mod'])
         h = tp.premade_gemm(xm, pieces, L['gate'], L['b_gate'], 1e-6,
@@ -246,7 +241,7 @@ def premade_step(layers, x, rotation, mask, counters, tiles, pdl, rope=False):
     return x
 
 
-def check_premade(L, x, counters, rotation, mask) -> dict:
+def check_premade(L, x, counters) -> dict:
     """premade_gemm against the normed GEMMs' float32 references (max error / max |ref|),
     and the gated GEMM's x * mod and pieces against torch on its own output."""
     xm, pieces = tp.norm_pieces(x, L['mod'], 32)
@@ -266,30 +261,6 @@ def check_premade(L, x, counters, rotation, mask) -> dict:
                                              L['b_up'], 1e-6))):
         g, w = got().float(), want().float()
         out[f'{part} rel error'] = float((g - w).abs().max() / w.abs().max())
-    qkv = tp.premade_gemm(xm, pieces, L['qkv'], L['b_qkv'], 1e-6, PREMADE['qkv'],
-                          rope=(*rotation, HEADS + 1, D))
-    want = ops.premade_qkv_reference(xm, pieces, L['qkv'], L['b_qkv'], *rotation, HEADS, D,
-                                     1e-6).float()
-    out['qkv with RoPE rel error'] = float((qkv.float() - want).abs().max() / want.abs().max())
-    raw = ops.premade_linear_reference(xm, pieces, L['qkv'], L['b_qkv'], 1e-6)
-    want = ops.mqa_attention_reference(raw, L['kp'], L['vp'], *rotation, mask, HEADS,
-                                       D ** -0.5).float()
-    for rotated, q in ((False, raw), (True, qkv)):
-        got = te.mqa_attention(q, L['kp'], L['vp'], *rotation, mask, HEADS, D ** -0.5,
-                               ATTENTION, rotated=rotated).float()
-        out[f'attention rotated={rotated} rel error'] = float(
-            (got - want).abs().max() / want.abs().max())
-    # per call (one layer's K/V, L2-warm as check_attention times): the rotating attention at
-    # the build's tiling, and the one reading rotated q / k at tilings its freed registers
-    # might now allow
-    for rotated, q in ((False, raw), (True, qkv)):
-        for tiles in ([ATTENTION] + EXTRA_ROTATED) if rotated else [ATTENTION]:
-            try:
-                out[f'attention rotated={rotated} {tiles} us'] = 1e3 * tuning.gpu_time_ms(
-                    lambda: te.mqa_attention(q, L['kp'], L['vp'], *rotation, mask, HEADS,
-                                             D ** -0.5, tiles, rotated=rotated))
-            except Exception as exc:  # a tiling the GPU rejects (shared memory)
-                out[f'attention rotated={rotated} {tiles} us'] = f'rejected: {str(exc)[-120:]}'
     a = torch.randn(1, ROWS, HEADS * D, dtype=x.dtype, device=x.device)
     y, ym, pieces = te.expert_gemm(a, L['o'], GEMM['fused']['o'], counters=counters,
                                    residual=x, gate=L['gate_o'], mod_next=L['mod'])
@@ -477,7 +448,7 @@ def main():
         print(f'{form:12s} step {ms:.3f} ms, {1e3 * ms / LAYERS:.1f} us per layer '
               f'{report[form]}', flush=True)
     if 'premade' in args.forms:
-        report['premade_check'] = check_premade(layers[0], x, counters, rotation, mask)
+        report['premade_check'] = check_premade(layers[0], x, counters)
         print('premade check', report['premade_check'], flush=True)
     report['counters_left'] = int(counters.abs().sum())
     report['kernel_resources'] = kernel_resources()

@@ -177,9 +177,7 @@ def _premade_tiles(layer, part):
     """The first premade tiling of `part` at pi05_tiny's expert shapes."""
     w = (layer.attn.in_proj if part == 'qkv' else layer.mlp.in_proj).linears()[0].weight
     n = w.shape[0] // (2 if part == 'gate_up' else 1)
-    rope_half = layer.attn.cfg.head_dim // 2 if part == 'qkv' else 0
-    return tuning.premade_candidates(50, n, w.shape[1], part == 'gate_up', w.element_size(),
-                                     rope_half)[0]
+    return tuning.premade_candidates(50, n, w.shape[1], part == 'gate_up', w.element_size())[0]
 
 
 @pytest.mark.parametrize('gated', ['fused', 'library'])
@@ -187,9 +185,8 @@ def test_expert_premade_parts_agree_and_export(optimised, gated):
     """qkv and gate_up in their premade form: the gated GEMM before each (o; the previous
     layer's down) makes x * mod and the pieces of the sums of squares in its epilogue
     (lamp::gated_linear_prep), or lamp::norm_pieces does after a library o / down and before
-    the first layer; the qkv rotates q and k in its epilogue (lamp::premade_qkv) and the
-    attention reads them rotated. The stage computes what the passes' stage does, and the
-    exported program names the operators."""
+    the first layer. The stage computes what the passes' stage does, and the exported program
+    names the operators."""
     graph, _, passed, values = optimised
     switched = {'denoise': copy.deepcopy(passed['denoise'])}
     use_kernels(switched)
@@ -211,15 +208,10 @@ def test_expert_premade_parts_agree_and_export(optimised, gated):
     calls = [str(n.target) for n in program.graph.nodes if n.op == 'call_function'
              and str(n.target).startswith('lamp.')]
     steps = switched['denoise'].cfg.num_steps
-    assert calls.count('lamp.premade_qkv.default') == steps * len(layers)
+    assert calls.count('lamp.premade_linear.default') == steps * len(layers)
     assert calls.count('lamp.premade_geglu.default') == steps * len(layers)
-    for gone in ('lamp.rms_norm.default', 'lamp.geglu.default', 'lamp.ada_linear.default',
-                 'lamp.rope.default'):
+    for gone in ('lamp.rms_norm.default', 'lamp.geglu.default', 'lamp.ada_linear.default'):
         assert calls.count(gone) == (steps if gone == 'lamp.rms_norm.default' else 0), gone
-    attentions = [n for n in program.graph.nodes
-                  if str(n.target) == 'lamp.mqa_attention.default']
-    assert len(attentions) == steps * len(layers)
-    assert all(n.args[9] is True for n in attentions)  # q and k came rotated
     if gated == 'fused':  # one norm_pieces a step (the first layer); the rest from epilogues
         assert calls.count('lamp.norm_pieces.default') == steps
         assert calls.count('lamp.gated_linear_prep.default') == steps * (2 * len(layers) - 1)

@@ -163,22 +163,6 @@ def test_premade_gemms_match_the_reference(swap):
         triton_premade.premade_gemm(xm2, pieces2, w, bias, 1e-6, tiles, weight2=w2,
                                     bias2=bias2),
         ops.ada_geglu_reference(x, w, w2, mod, bias, bias2, 1e-6), atol=3e-5, rtol=0)
-    # the qkv with RoPE in the epilogue (two heads of 32 rotated, the third as it is), and the
-    # attention reading it rotated against the reference that rotates
-    angle = torch.randn(1, 50, 16)
-    wq, bq = torch.randn(96, 64) / 8, torch.randn(96)
-    qkv = triton_premade.premade_gemm(xm, pieces, wq, bq, 1e-6, [16, 32, 4, 2, 0],
-                                      rope=(angle.cos(), angle.sin(), 2, 32))
-    torch.testing.assert_close(qkv, ops.premade_qkv_reference(
-        xm, pieces, wq, bq, angle.cos(), angle.sin(), 1, 32, 1e-6), atol=3e-5, rtol=0)
-    raw = ops.premade_linear_reference(xm, pieces, wq, bq, 1e-6)
-    kp, vp = torch.randn(2, 1, 7, 32)
-    mask = torch.rand(1, 50, 57) > 0.2
-    torch.testing.assert_close(
-        triton_expert.mqa_attention(qkv, kp, vp, None, None, mask, 1, 32 ** -0.5,
-                                    [16, 16, 16, 4, 1], rotated=True),
-        ops.mqa_attention_reference(raw, kp, vp, angle.cos(), angle.sin(), mask, 1,
-                                    32 ** -0.5), atol=3e-5, rtol=0)
 
 
 @pytest.mark.parametrize('tiles, n', [([16, 16, 16, 4, 1], 7), ([32, 16, 32, 4, 2], 7),

@@ -37,7 +37,7 @@ def test_the_h200_cache_covers_pi05_full_with_current_candidates():
     width, qkv = e.width, (e.num_heads + 2) * e.head_dim
     candidates = {
         f'qkv {rows}x{qkv}x{width}': tuning.gemm_candidates(rows, qkv, width)
-        + tuning.premade_candidates(rows, qkv, width, False, 2, e.head_dim // 2),
+        + tuning.premade_candidates(rows, qkv, width, False, 2),
         f'attention {rows}x{e.num_heads}x{e.head_dim} over {cfg.prefix_len}+{rows}':
             tuning.attention_candidates(e.head_dim),
         f'o {rows}x{width}x{e.num_heads * e.head_dim}':
@@ -75,15 +75,12 @@ def test_premade_candidates_fit_the_shape_and_the_shared_memory():
     take twice the bytes, so fewer fit (none at the full expert's gate/up)."""
     bf16 = tuning.premade_candidates(50, 4096, 1024, True, 2)
     fp32 = tuning.premade_candidates(50, 4096, 1024, True, 4)
-    assert len(bf16) == 5 and len(fp32) < len(bf16)
+    assert len(bf16) == 4 and len(fp32) < len(bf16)
     for bw, bk, _, stages, _ in bf16:
         assert 4096 % bw == 0 and 1024 % bk == 0
         assert stages * (2 * bw + 64) * bk * 2 <= tuning.SHARED_MEMORY
     assert all(c[1] == 64 for c in tuning.premade_candidates(50, 192, 64, False, 4))  # K = 64
     assert tuning.premade_candidates(65, 192, 64, False, 2) == []  # one token block at most
-    # RoPE in the epilogue: half a block per half-head, unswapped
-    rope = tuning.premade_candidates(50, 2560, 1024, False, 2, 128)
-    assert rope and all(swap == 0 and 128 % (bw // 2) == 0 for bw, _, _, _, swap in rope)
 
 
 def test_gemm_candidates_fit_the_shape():

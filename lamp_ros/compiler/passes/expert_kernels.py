@@ -102,11 +102,10 @@ class ExpertKernels(nn.Module):
         (x * mod, pieces) of x that the layer before made for this layer's premade qkv, or
         None; following: the next layer's ExpertKernels (whether its qkv is premade decides
         whether this layer's down makes them) -> (x, carry for the next layer)."""
-        qkv = self.qkv(layer, x, step, carry, rotation)
-        a = self.attention(layer, qkv, k_prefix, v_prefix, mask, rotation,
-                           rotated=self.form('qkv') == 'premade')
-        x, carry = self.o(layer, a, x, step,
-                          self.mlp_mod[step] if self.form('gate_up') == 'premade' else None)
+        qkv = self.qkv(layer, x, step, carry)
+        x, carry = self.o(layer, self.attention(layer, qkv, k_prefix, v_prefix, mask, rotation),
+                          x, step, self.mlp_mod[step] if self.form('gate_up') == 'premade'
+                          else None)
         h = self.gate_up(layer, x, step, carry)
         mod_next = following.attn_mod[step] \
             if following is not None and following.form('qkv') == 'premade' else None
@@ -123,36 +122,29 @@ class ExpertKernels(nn.Module):
             return carry
         return kernel_ops.norm_pieces(x, mod, min(FIRST_PIECES, x.shape[-1]), self.pdl)
 
-    def qkv(self, layer, x, step, carry=None, rotation=None):
-        """adaRMS(x) @ Wqkv^T -> the raw q/k/v of the action tokens; the premade form rotates
-        q and k by `rotation` (cos, sin) in its epilogue."""
+    def qkv(self, layer, x, step, carry=None):
+        """adaRMS(x) @ Wqkv^T -> the raw (unrotated) q/k/v of the action tokens."""
         w, tiles = layer.attn.in_proj.linears()[0].weight, self._tiles('qkv')
         if tiles == LIBRARY:
             return F.linear(layer.input_norm(x, step, self.pdl)[0], w)
         if self.form('qkv') == 'premade':
             xm, pieces = self._premade_input(x, self.attn_mod[step], carry)
-            cfg = layer.attn.cfg
-            return kernel_ops.premade_qkv(xm, pieces, w, self.attn_bias[step], *rotation,
-                                          cfg.num_heads, cfg.head_dim, layer.input_norm.eps,
-                                          tiles)
+            return kernel_ops.premade_linear(xm, pieces, w, self.attn_bias[step],
+                                             layer.input_norm.eps, tiles)
         return kernel_ops.ada_linear(x, w, self.attn_mod[step], self.attn_bias[step],
                                      layer.input_norm.eps, tiles, self.counters)
 
-    def attention(self, layer, qkv, k_prefix, v_prefix, mask, rotation, rotated=False):
-        """Every query head against the prefix K/V and the tokens' own -> (b, n, heads * d);
-        rotated: qkv's q and k carry their RoPE already (the premade qkv)."""
+    def attention(self, layer, qkv, k_prefix, v_prefix, mask, rotation):
+        """Every query head against the prefix K/V and the tokens' own -> (b, n, heads * d)."""
         cfg, tiles = layer.attn.cfg, self._tiles('attention')
         if tiles != LIBRARY:
             return kernel_ops.mqa_attention(qkv, k_prefix, v_prefix, *rotation, mask,
-                                            cfg.num_heads, cfg.head_dim ** -0.5, tiles,
-                                            rotated)
+                                            cfg.num_heads, cfg.head_dim ** -0.5, tiles)
         b, n, _ = qkv.shape
         d = cfg.head_dim
         q, k, v = qkv.split([cfg.num_heads * d, d, d], dim=-1)
-        q, k = q.reshape(b, n, cfg.num_heads, d), k.reshape(b, n, 1, d)
-        if not rotated:
-            q, k = kernel_ops.rope(q, *rotation), kernel_ops.rope(k, *rotation)
-        k = torch.cat([k_prefix, k], dim=1)
+        q = kernel_ops.rope(q.reshape(b, n, cfg.num_heads, d), *rotation)
+        k = torch.cat([k_prefix, kernel_ops.rope(k.reshape(b, n, 1, d), *rotation)], dim=1)
         v = torch.cat([v_prefix, v.reshape(b, n, 1, d)], dim=1)
         return layer.attn.attention(q, k, v, mask)
 
