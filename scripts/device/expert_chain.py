@@ -10,8 +10,11 @@ inference does.
 
 Forms: 'fused' (every part on a lamp kernel), 'swapped' (the same with swapped GEMM tiles) and
 'chosen' (qkv and gate_up in their library form: rms_norm + cuBLAS [+ geglu], o and down fused,
-as the H200 build picked); 'chosen pdl1' and 'chosen pdl2' are 'chosen' with every lamp kernel
-launched as a programmatic dependent launch (triton_kernels.grid_dependency), letting the next
+as the H200 build picked until the premade form); the word 'premade' runs qkv and gate_up in
+that form (triton_premade: o and down make the normed input, no norm or GeGLU kernel), which
+the H200 build picks since (44.8 -> 39.9 / 40.1 us a layer, bench/results/h200_premade/);
+'chosen pdl1' and 'chosen pdl2' are 'chosen' with every lamp kernel launched as a
+programmatic dependent launch (triton_kernels.grid_dependency), letting the next
 kernel launch at once (1) or after the main loop (2); their step must equal 'chosen' bit for
 bit. 'chosen pdl2 wgmma16' (or wgmma8) runs the attention on attention_wgmma_probe.py's kernel
 (K/V packed once a layer) in the same step, to see it between the GEMMs it sits among in the

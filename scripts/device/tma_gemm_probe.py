@@ -14,7 +14,19 @@ tilings, for the expert's four GEMM shapes. Every candidate is timed as the buil
 one CUDA graph calls it once per layer over 18 layers' weights (cold, from HBM), median of
 replays, per layer. Plain GEMMs (no epilogue): the question is only the weight stream.
 
-    python3 scripts/device/tma_gemm_probe.py [--parts qkv,gate_up] [--out FILE.json]
+    python3 scripts/device/tma_gemm_probe.py [--parts qkv,gate_up] [--normed qkv,gate_up]
+                                             [--out FILE.json]
+
+--normed also times the normed forms of qkv and gate_up: the library form (rms_norm, cuBLAS
+[, GeGLU]), the lamp kernel's prologue form, and descriptor-load GEMMs either with that
+prologue or on an input the kernel before made (x * mod and the pieces of the rows' sums of
+squares: what became triton_premade.py).
+
+Measured on the H200 (2026-12-01, bench/results/tma_gemm_probe.json and
+tma_gemm_probe_normed.json), us per layer, plain: qkv 4.88 against cuBLAS 5.30 (the lamp kernel
+6.05), gate_up 7.11 against 7.61 (7.67), o 6.09 against 7.42 (6.31), down 7.38 against 8.29
+(7.91); normed: qkv 5.89 on a made input, 9.86 with the prologue, 8.35 for the library form;
+gate_up 8.93, 12.0 and 12.1.
 """
 
 import argparse
