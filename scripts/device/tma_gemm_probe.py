@@ -20,7 +20,9 @@ replays, per layer. Plain GEMMs (no epilogue): the question is only the weight s
 --normed also times the normed forms of qkv and gate_up: the library form (rms_norm, cuBLAS
 [, GeGLU]), the lamp kernel's prologue form, and descriptor-load GEMMs either with that
 prologue or on an input the kernel before made (x * mod and the pieces of the rows' sums of
-squares: what became triton_premade.py).
+squares: triton_premade.premade_gemm, which began as this probe's kernel; the figures below
+were taken with that first copy, in commit 51b0195, before it loaded its epilogue's inputs
+ahead of the loop).
 
 Measured on the H200 (2026-12-01, bench/results/tma_gemm_probe.json and
 tma_gemm_probe_normed.json), us per layer, plain: qkv 4.88 against cuBLAS 5.30 (the lamp kernel
@@ -40,7 +42,8 @@ import triton
 import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
-from lamp_ros.kernels import triton_expert as te, triton_kernels as tk
+from lamp_ros.kernels import triton_expert as te, triton_kernels as tk, triton_premade as tp
+from lamp_ros.kernels.triton_kernels import gelu_tanh as _gelu_tanh
 
 ROWS, LAYERS = 50, 18
 PARTS = {'qkv': (2560, 1024), 'o': (1024, 2048), 'gate_up': (8192, 1024), 'down': (1024, 4096)}
@@ -98,15 +101,13 @@ def _tma_gemm_kernel(w_desc, x_desc, y_ptr, part_ptr, count_ptr, M, N, k_per_spl
 
 
 @triton.jit
-def _tma_ada_kernel(w_desc, w2_desc, x_desc, y_ptr, mod_ptr, bias_ptr, bias2_ptr, sumsq_ptr,
-                    M, N, K, stride_y, eps, NORM: tl.constexpr, GEGLU: tl.constexpr,
-                    PARTIALS: tl.constexpr, SWAP: tl.constexpr, BW: tl.constexpr,
+def _tma_ada_kernel(w_desc, w2_desc, x_desc, y_ptr, mod_ptr, bias_ptr, bias2_ptr, M, N, K,
+                    stride_y, eps, GEGLU: tl.constexpr, SWAP: tl.constexpr, BW: tl.constexpr,
                     BT: tl.constexpr, BK: tl.constexpr, STAGES: tl.constexpr):
     """The adaRMS-normed GEMM (qkv; with GEGLU both gate and up and their GeGLU) on descriptor
-    loads: rstd(x) * ((x * mod) @ W^T) + bias. NORM: x * mod made in the loop from the loaded
-    x tile, its squares summed there (lamp::ada_linear's prologue, on TMA loads). Without NORM,
-    x_desc holds x * mod already (made by the kernel before) and sumsq_ptr its rows' sums of
-    squares in PARTIALS column-block pieces, summed here in a fixed order: a plain GEMM loop."""
+    loads with lamp::ada_linear's prologue: rstd(x) * ((x * mod) @ W^T) + bias, x * mod made
+    in the loop from the loaded x tile and its squares summed there. (The form without the
+    prologue is the library's: triton_premade.premade_gemm.)"""
     pid = tl.program_id(0)
     toks = tl.arange(0, BT)
     ks = tl.arange(0, BK)
@@ -118,11 +119,9 @@ def _tma_ada_kernel(w_desc, w2_desc, x_desc, y_ptr, mod_ptr, bias_ptr, bias2_ptr
         acc2 = tl.zeros((BT, BW), dtype=tl.float32)
     sumsq = tl.zeros((BT,), dtype=tl.float32)
     for k in tl.range(0, K, BK, num_stages=STAGES):
-        x = x_desc.load([0, k])
-        if NORM:
-            xf = x.to(tl.float32)
-            sumsq += tl.sum(xf * xf, axis=1)
-            x = (xf * tl.load(mod_ptr + k + ks)[None, :]).to(tl.bfloat16)
+        xf = x_desc.load([0, k]).to(tl.float32)
+        sumsq += tl.sum(xf * xf, axis=1)
+        x = (xf * tl.load(mod_ptr + k + ks)[None, :]).to(tl.bfloat16)
         w = w_desc.load([pid * BW, k])
         if SWAP:
             acc = tl.dot(w, tl.trans(x), acc)
@@ -137,16 +136,11 @@ def _tma_ada_kernel(w_desc, w2_desc, x_desc, y_ptr, mod_ptr, bias_ptr, bias2_ptr
     if SWAP:
         acc = tl.trans(acc)
         acc2 = tl.trans(acc2)
-    if not NORM:
-        pieces = tl.load(sumsq_ptr + tl.arange(0, PARTIALS)[:, None] * BT + toks[None, :])
-        sumsq = tl.sum(pieces, axis=0)
     cols = pid * BW + tl.arange(0, BW)
     rstd = tl.rsqrt(sumsq / K + eps)
     y = acc * rstd[:, None] + tl.load(bias_ptr + cols)[None, :]
     if GEGLU:
-        u = acc2 * rstd[:, None] + tl.load(bias2_ptr + cols)[None, :]
-        z = 0.7978845608028654 * (y + 0.044715 * y * y * y)
-        y = y * tl.sigmoid(2.0 * z) * u
+        y = _gelu_tanh(y) * (acc2 * rstd[:, None] + tl.load(bias2_ptr + cols)[None, :])
     ok = (toks[:, None] < M) & (cols[None, :] < N)
     tl.store(y_ptr + toks[:, None] * stride_y + cols[None, :], y.to(y_ptr.dtype.element_ty),
              mask=ok)
@@ -166,6 +160,10 @@ class TmaAda:
         return n % self.bw == 0 and self.stages * stage <= SMEM
 
     def __call__(self, xin, w, w2, mod, bias, bias2, pieces):
+        if not self.norm:  # the library's kernel
+            return tp.premade_gemm(xin, pieces, w, bias, 1e-6,
+                                   [self.bw, self.bk, self.warps, self.stages, self.swap],
+                                   weight2=w2, bias2=bias2)
         m, k = xin.shape
         n = w.shape[0]
         out = torch.empty((m, n), dtype=xin.dtype, device=xin.device)
@@ -173,9 +171,9 @@ class TmaAda:
         _tma_ada_kernel[(n // self.bw,)](
             w_desc, TensorDescriptor.from_tensor(w2, [self.bw, self.bk]) if w2 is not None
             else w_desc, TensorDescriptor.from_tensor(xin, [self.bt, self.bk]), out, mod, bias,
-            bias2 if bias2 is not None else bias, pieces, m, n, k, out.stride(0), 1e-6,
-            NORM=self.norm, GEGLU=w2 is not None, PARTIALS=pieces.shape[0], SWAP=self.swap,
-            BW=self.bw, BT=self.bt, BK=self.bk, STAGES=self.stages, num_warps=self.warps)
+            bias2 if bias2 is not None else bias, m, n, k, out.stride(0), 1e-6,
+            GEGLU=w2 is not None, SWAP=self.swap, BW=self.bw, BT=self.bt, BK=self.bk,
+            STAGES=self.stages, num_warps=self.warps)
         return out
 
     def name(self) -> str:
