@@ -258,10 +258,11 @@ def _tuning_problems(stage: ExpertStage, layers: list) -> dict:
                 run(i, each, each.expert_kernels)
         return launch
 
-    def gemm(part, n, k, run, premade=None):
-        """The fused tilings, the premade ones where the part has that form, the library."""
-        extra = [] if premade is None else tuning.premade_candidates(
-            rows, n, k, premade, w_qkv.element_size())
+    def gemm(part, n, k, run, premade=''):
+        """The fused tilings, the premade ones where the part has that form ('linear' or
+        'geglu'), the library."""
+        extra = tuning.premade_candidates(rows, n, k, premade == 'geglu',
+                                          w_qkv.element_size()) if premade else []
         return (f'{rows}x{n}x{k}', tuning.gemm_candidates(rows, n, k) + extra + [LIBRARY],
                 timed(part, run))
 
@@ -269,13 +270,14 @@ def _tuning_problems(stage: ExpertStage, layers: list) -> dict:
     carry = kernel_ops.norm_pieces(x, torch.ones(x.shape[-1], device=x.device),
                                    min(FIRST_PIECES, x.shape[-1]))
     return {
-        'qkv': gemm('qkv', *w_qkv.shape, lambda i, L, kern: kern.qkv(L, x, 0, carry), False),
+        'qkv': gemm('qkv', *w_qkv.shape, lambda i, L, kern: kern.qkv(L, x, 0, carry),
+                    'linear'),
         'attention': (f'{rows}x{heads}x{d} over {prefix}+{rows}',
                       tuning.attention_candidates(d) + [LIBRARY],
                       timed('attention', lambda i, L, kern: kern.attention(
                           L, qkv, *prefix_kv[i], mask, rotation))),
         'o': gemm('o', *w_o.shape, lambda i, L, kern: kern.o(L, a, x, 0)),
         'gate_up': gemm('gate_up', w_gate_up.shape[0] // 2, w_gate_up.shape[1],
-                        lambda i, L, kern: kern.gate_up(L, x, 0, carry), True),
+                        lambda i, L, kern: kern.gate_up(L, x, 0, carry), 'geglu'),
         'down': gemm('down', *w_down.shape, lambda i, L, kern: kern.down(L, h, x, 0)),
     }
