@@ -20,6 +20,7 @@ import torch
 import triton
 import triton.language as tl
 
+from lamp_ros.kernels.triton_kernels import dot_precision as _precision
 from lamp_ros.kernels.triton_kernels import gelu_tanh as _gelu_tanh
 from lamp_ros.kernels.triton_kernels import grid_dependency as _grid_dependency
 from lamp_ros.kernels.triton_kernels import pdl_launch as _pdl_launch
@@ -27,11 +28,6 @@ from lamp_ros.kernels.triton_kernels import rows as _rows
 
 FILL = tl.constexpr(-3.4028234663852886e38)  # the eager code's finite fill for masked logits
 LOG2E = 1.4426950408889634
-
-
-def _precision(dtype) -> str:
-    """float32 groups keep IEEE products (tf32 would break their 1e-4 parity)."""
-    return 'ieee' if dtype == torch.float32 else 'tf32'
 
 
 @triton.jit

@@ -20,6 +20,12 @@ def rows(x: torch.Tensor) -> torch.Tensor:
     return out if out.stride(1) == 1 else out.contiguous()
 
 
+def dot_precision(dtype) -> str:
+    """tl.dot's input precision: float32 groups keep IEEE products (tf32 would break their 1e-4
+    parity)."""
+    return 'ieee' if dtype == torch.float32 else 'tf32'
+
+
 @triton.jit
 def grid_dependency(PDL: tl.constexpr, WHERE: tl.constexpr):
     """Programmatic dependent launch (Hopper+), for kernels launched with launch_pdl: such a

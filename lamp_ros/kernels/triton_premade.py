@@ -24,10 +24,12 @@ import triton
 import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
+from lamp_ros.kernels.triton_kernels import dot_precision as _precision
 from lamp_ros.kernels.triton_kernels import gelu_tanh as _gelu_tanh
 from lamp_ros.kernels.triton_kernels import grid_dependency as _grid_dependency
 from lamp_ros.kernels.triton_kernels import pdl_launch as _pdl_launch
 from lamp_ros.kernels.triton_kernels import rows as _rows
+from lamp_ros.kernels.tuning import token_block
 
 
 @triton.jit
@@ -81,15 +83,6 @@ def _premade_kernel(w_desc, w2_desc, x_desc, y_ptr, bias_ptr, bias2_ptr, pieces_
              mask=ok)
 
 
-def _token_block(rows: int) -> int:
-    return max(16, triton.next_power_of_2(rows))
-
-
-def _precision(dtype) -> str:
-    """float32 groups keep IEEE products (tf32 would break their 1e-4 parity)."""
-    return 'ieee' if dtype == torch.float32 else 'tf32'
-
-
 def premade_gemm(xm, pieces, weight, bias, eps, tiles, weight2=None, bias2=None):
     """rstd * (xm @ W^T) + bias [GeGLU'd with the same of W2] -> (..., N); see the module doc.
     xm (..., K) is x * mod as the kernel before stored it, pieces (P, rows) float32 the pieces
@@ -99,7 +92,7 @@ def premade_gemm(xm, pieces, weight, bias, eps, tiles, weight2=None, bias2=None)
     a, w = _rows(xm), _rows(weight)
     m, k = a.shape
     n = w.shape[0]
-    bt = _token_block(m)
+    bt = token_block(m)
     if m > 64 or n % block_w or k % block_k:
         raise ValueError(f'premade_gemm: {m} rows x K={k} -> N={n} does not tile by '
                          f'{block_w} x {block_k} (at most 64 rows)')

@@ -85,13 +85,18 @@ def gemm_candidates(rows: int, n: int, k: int, max_tiles: int = 1024) -> list:
     return out
 
 
+def token_block(rows: int) -> int:
+    """The premade GEMMs' one block of action tokens (16-64 rows, a power of two)."""
+    return max(16, 1 << (rows - 1).bit_length())
+
+
 def premade_candidates(rows: int, n: int, k: int, geglu: bool, itemsize: int) -> list:
     """Tilings of premade_gemm for (rows x k) @ (k x n) [and a second weight of n rows]:
     block_w weight rows by all tokens (one block of 16-64) a program, as many programs as
     weight blocks, every stage's tiles within the shared memory."""
     if rows > 64:
         return []
-    tokens = max(16, 1 << (rows - 1).bit_length())
+    tokens = token_block(rows)
     out = []
     for bw, bk, warps, stages, swap in PREMADE_TILES:
         bk = min(bk, k)
