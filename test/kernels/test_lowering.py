@@ -220,6 +220,35 @@ def test_expert_premade_parts_agree_and_export(optimised, gated):
         assert 'lamp.gated_linear_prep.default' not in calls
 
 
+def test_expert_premade_mixed_with_other_forms_across_layers(optimised):
+    """Layers whose normed parts take different forms: a down makes (x * mod, pieces) only
+    for a next layer whose qkv is premade, an o only for its own premade gate_up, and a part
+    that gets none (here the first layer's qkv, and the second layer's gate_up after a
+    library o) makes its own with norm_pieces. The stage still computes the passes' stage."""
+    graph, _, passed, values = optimised
+    switched = {'denoise': copy.deepcopy(passed['denoise'])}
+    use_kernels(switched)
+    first, second = (layer.expert_kernels for layer in switched['denoise'].layers)
+    layers = switched['denoise'].layers
+    first.tiles['qkv'] = _premade_tiles(layers[0], 'qkv')  # gate_up stays fused
+    second.tiles['gate_up'] = _premade_tiles(layers[1], 'gate_up')  # qkv stays fused
+    second.tiles['o'] = LIBRARY
+    assert [k.form('qkv') for k in (first, second)] == ['premade', 'fused']
+    args = tuple(_args(graph, 'denoise', values))
+    torch.testing.assert_close(_outputs(switched['denoise'], args),
+                               _outputs(passed['denoise'], args), atol=2e-5, rtol=0)
+    with torch.no_grad():
+        program = torch.export.export(switched['denoise'], args, strict=False)
+    calls = [str(n.target) for n in program.graph.nodes if n.op == 'call_function'
+             and str(n.target).startswith('lamp.')]
+    steps = switched['denoise'].cfg.num_steps
+    # the first layer's qkv and the second's gate_up (after its library o) make their own
+    assert calls.count('lamp.norm_pieces.default') == 2 * steps
+    assert 'lamp.gated_linear_prep.default' not in calls  # no premade part follows a fused o
+    assert calls.count('lamp.ada_linear.default') == steps  # the second layer's qkv
+    assert calls.count('lamp.ada_geglu.default') == steps  # the first layer's gate_up
+
+
 def test_expert_dependent_launch_mode_reaches_every_lamp_kernel(optimised, monkeypatch):
     """Dependent launch (on by default on Hopper GPUs; LAMP_EXPERT_PDL=2 asks for it here)
     puts every lamp kernel of the expert layers on programmatic dependent launch (the fused
