@@ -31,14 +31,16 @@ LOG2E = 1.4426950408889634
 
 
 @triton.jit
-def _expert_gemm_kernel(x_ptr, w_ptr, w2_ptr, y_ptr, mod_ptr, bias_ptr, bias2_ptr, res_ptr,
+def _expert_gemm_kernel(x_ptr, w_ptr, w2_ptr, x_desc, w_desc, y_ptr, mod_ptr, bias_ptr,
+                        bias2_ptr, res_ptr,
                         gate_ptr, part_ptr, part2_ptr, sumsq_ptr, count_ptr, xm_ptr,
                         mod_next_ptr, pieces_ptr, M, N, K, k_per_split, stride_x, stride_w,
                         stride_w2, stride_y, stride_res, stride_pieces, eps,
                         NORM: tl.constexpr, GEGLU: tl.constexpr, RESIDUAL: tl.constexpr,
                         GATED: tl.constexpr, SPLITS: tl.constexpr, SWAP: tl.constexpr,
                         PRECISION: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
-                        BK: tl.constexpr, PDL: tl.constexpr = 0, PREP: tl.constexpr = 0):
+                        BK: tl.constexpr, PDL: tl.constexpr = 0, PREP: tl.constexpr = 0,
+                        TMA: tl.constexpr = 0):
     _grid_dependency(PDL, 1)
     pid_n = tl.program_id(0)
     pid_m = tl.program_id(1)
@@ -60,12 +62,18 @@ def _expert_gemm_kernel(x_ptr, w_ptr, w2_ptr, y_ptr, mod_ptr, bias_ptr, bias2_pt
         acc2 = tl.zeros((BM, BN), dtype=tl.float32)
     sumsq = tl.zeros((BM,), dtype=tl.float32)
     for k0 in range(k_start, k_start + k_per_split, BK):
-        x = tl.load(x_ptrs, mask=row_ok[:, None], other=0.0)
+        if TMA:  # by tensor descriptor (x_desc, w_desc: (BM, BK) and (BN, BK) boxes)
+            x = x_desc.load([pid_m * BM, k0])
+        else:
+            x = tl.load(x_ptrs, mask=row_ok[:, None], other=0.0)
         if NORM:
             xf = x.to(tl.float32)
             sumsq += tl.sum(xf * xf, axis=1)
             x = (xf * tl.load(mod_ptr + k0 + ks)[None, :]).to(w_ptr.dtype.element_ty)
-        w = tl.load(w_ptrs, mask=col_ok[:, None], other=0.0)
+        if TMA:
+            w = w_desc.load([pid_n * BN, k0])
+        else:
+            w = tl.load(w_ptrs, mask=col_ok[:, None], other=0.0)
         if SWAP:
             acc = tl.dot(w, tl.trans(x), acc, input_precision=PRECISION)
         else:
@@ -145,7 +153,7 @@ def _expert_gemm_kernel(x_ptr, w_ptr, w2_ptr, y_ptr, mod_ptr, bias_ptr, bias2_pt
 
 
 def expert_gemm(x, weight, tiles, *, counters=None, weight2=None, mod=None, bias=None,
-                bias2=None, residual=None, gate=None, eps=0.0, mod_next=None):
+                bias2=None, residual=None, gate=None, eps=0.0, mod_next=None, tma=False):
     """One launch of `_expert_gemm_kernel` over x (..., K) -> (..., N); see the module doc.
 
     tiles = (block_m, block_n, block_k, warps, stages, splits, swap): block_m rows of x by
@@ -189,15 +197,20 @@ def expert_gemm(x, weight, tiles, *, counters=None, weight2=None, mod=None, bias
     if mod_next is not None:
         xm = torch.empty_like(out)
         pieces = torch.empty((grid[0], m), **f32)
+    xd, wd = a, w
+    if tma:  # x and the (first) weight by tensor descriptor
+        from triton.tools.tensor_descriptor import TensorDescriptor
+        xd = TensorDescriptor.from_tensor(a, [block_m, block_k])
+        wd = TensorDescriptor.from_tensor(w, [block_n, block_k])
     _expert_gemm_kernel[grid](
-        a, w, w2, out, mod if mod is not None else out,
+        a, w, w2, xd, wd, out, mod if mod is not None else out,
         bias.float().contiguous() if bias is not None else out,
         bias2.float().contiguous() if bias2 is not None else out, res,
         gate.contiguous() if gate is not None else out, part, part2, sumsq,
         counters if splits > 1 else out, xm,
         mod_next.float().contiguous() if mod_next is not None else out, pieces, m, n, k,
         k // splits, a.stride(0), w.stride(0), w2.stride(0), out.stride(0), res.stride(0),
-        pieces.stride(0), eps, NORM=mod is not None, PREP=mod_next is not None,
+        pieces.stride(0), eps, NORM=mod is not None, PREP=mod_next is not None, TMA=int(tma),
         GEGLU=weight2 is not None, RESIDUAL=residual is not None, GATED=gate is not None,
         SPLITS=splits, SWAP=bool(swap), PRECISION=_precision(x.dtype), BM=block_m,
         BN=block_n, BK=block_k, PDL=pdl,
@@ -227,12 +240,15 @@ def _attend_block(q1, q2, k1, k2, v1, v2, keep, key_ok, m_i, l_i, acc1, acc2,
 
 
 @triton.jit
-def _mqa_kernel(q_ptr, kp_ptr, vp_ptr, cos_ptr, sin_ptr, mask_ptr, m_ptr, l_ptr, acc_ptr,
+def _mqa_kernel(q_ptr, kp_ptr, vp_ptr, kp_desc, vp_desc, cos_ptr, sin_ptr, mask_ptr, m_ptr,
+                l_ptr, acc_ptr,
                 out_ptr, n, T, heads, stride_q_b, stride_q_t, stride_kp_b, stride_kp_t,
                 stride_vp_b, stride_vp_t, row_blocks, prefix_splits, keys_per_split, qk_scale,
                 OWN: tl.constexpr, HALF: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
-                PRECISION: tl.constexpr, PDL: tl.constexpr = 0):
+                PRECISION: tl.constexpr, PDL: tl.constexpr = 0, TMA: tl.constexpr = 0):
     """Rows = (token, head) pairs of q (token-major, as q's memory is) against one K/V head.
+    TMA: the prefix K/V blocks come by tensor descriptor (kp_desc, vp_desc: (b, T, d) in
+    (1, BN, HALF) boxes) instead of pointer loads.
 
     OWN (the expert): q_ptr is the raw qkv GEMM output; q and the tokens' own k are rotated
     here, and the last key split is the tokens' own K/V. Otherwise q is already rotated and
@@ -274,12 +290,18 @@ def _mqa_kernel(q_ptr, kp_ptr, vp_ptr, cos_ptr, sin_ptr, mask_ptr, m_ptr, l_ptr,
         for k0 in range(start, stop, BN):
             keys = k0 + tl.arange(0, BN)
             key_ok = keys < stop
-            k_at = kp_ptr + b * stride_kp_b + keys[:, None] * stride_kp_t + d[None, :]
-            v_at = vp_ptr + b * stride_vp_b + keys[:, None] * stride_vp_t + d[None, :]
-            k1 = tl.load(k_at, mask=key_ok[:, None], other=0.0)
-            k2 = tl.load(k_at + HALF, mask=key_ok[:, None], other=0.0)
-            v1 = tl.load(v_at, mask=key_ok[:, None], other=0.0)
-            v2 = tl.load(v_at + HALF, mask=key_ok[:, None], other=0.0)
+            if TMA:  # keys past T are the copy engine's zero fill
+                k1 = tl.reshape(kp_desc.load([b, k0, 0]), (BN, HALF))
+                k2 = tl.reshape(kp_desc.load([b, k0, HALF]), (BN, HALF))
+                v1 = tl.reshape(vp_desc.load([b, k0, 0]), (BN, HALF))
+                v2 = tl.reshape(vp_desc.load([b, k0, HALF]), (BN, HALF))
+            else:
+                k_at = kp_ptr + b * stride_kp_b + keys[:, None] * stride_kp_t + d[None, :]
+                v_at = vp_ptr + b * stride_vp_b + keys[:, None] * stride_vp_t + d[None, :]
+                k1 = tl.load(k_at, mask=key_ok[:, None], other=0.0)
+                k2 = tl.load(k_at + HALF, mask=key_ok[:, None], other=0.0)
+                v1 = tl.load(v_at, mask=key_ok[:, None], other=0.0)
+                v2 = tl.load(v_at + HALF, mask=key_ok[:, None], other=0.0)
             keep = tl.load(mask_row + keys[None, :], mask=r_ok[:, None] & key_ok[None, :],
                            other=0)
             m_i, l_i, acc1, acc2 = _attend_block(q1, q2, k1, k2, v1, v2, keep, key_ok, m_i,
@@ -343,7 +365,7 @@ def _mqa_combine_kernel(m_ptr, l_ptr, acc_ptr, out_ptr, rows_total, splits,
 
 
 def _attend(q, stride_q, k, v, mask, heads, scale, n, T, d, block_m, block_n, keys_per_split,
-            warps, stages, own, cos=None, sin=None, pdl=0):
+            warps, stages, own, cos=None, sin=None, pdl=0, tma=False):
     """Launch `_mqa_kernel` -> (b, n, heads * d); q rows are token-major, k/v (b, T, d)."""
     b = q.shape[0]
     kp, vp = k.reshape(b, T, d), v.reshape(b, T, d)
@@ -365,12 +387,16 @@ def _attend(q, stride_q, k, v, mask, heads, scale, n, T, d, block_m, block_n, ke
         cos, sin = cos.float().contiguous(), sin.float().contiguous()
     else:
         cos = sin = out
+    kd, vd = kp, vp
+    if tma:
+        from triton.tools.tensor_descriptor import TensorDescriptor
+        kd, vd = (TensorDescriptor.from_tensor(t, [1, block_n, d // 2]) for t in (kp, vp))
     _mqa_kernel[(b * row_blocks, splits)](
-        q, kp, vp, cos, sin, keep, m, l_, acc, out, n, T, heads, stride_q[0],
+        q, kp, vp, kd, vd, cos, sin, keep, m, l_, acc, out, n, T, heads, stride_q[0],
         stride_q[1], kp.stride(0), kp.stride(1), vp.stride(0), vp.stride(1), row_blocks,
         prefix_splits, keys_per_split, scale * LOG2E, OWN=own, HALF=d // 2, BM=block_m,
-        BN=block_n, PRECISION=_precision(q.dtype), PDL=pdl, num_warps=warps, num_stages=stages,
-        **_pdl_launch(pdl))
+        BN=block_n, PRECISION=_precision(q.dtype), PDL=pdl, TMA=int(tma), num_warps=warps,
+        num_stages=stages, **_pdl_launch(pdl))
     if splits > 1:
         _mqa_combine_kernel[(b * rows,)](m, l_, acc, out, rows, splits,
                                          SPLITS=triton.next_power_of_2(splits), D=d,
@@ -379,7 +405,7 @@ def _attend(q, stride_q, k, v, mask, heads, scale, n, T, d, block_m, block_n, ke
     return out
 
 
-def mqa_attention(qkv, k_prefix, v_prefix, cos, sin, mask, heads, scale, tiles):
+def mqa_attention(qkv, k_prefix, v_prefix, cos, sin, mask, heads, scale, tiles, tma=False):
     """Attention of the action tokens: every query head of qkv (b, n, (heads + 2) * d) against
     the prefix K/V (b, T, d) and the tokens' own K/V -> (b, n, heads * d).
 
@@ -394,7 +420,7 @@ def mqa_attention(qkv, k_prefix, v_prefix, cos, sin, mask, heads, scale, tiles):
         raise ValueError(f'mqa_attention: qkv {tuple(qkv.shape)} is not q/k/v of {heads} heads '
                          f'of {d}')
     return _attend(qkv, qkv.stride()[:2], k_prefix, v_prefix, mask, heads, scale, n, T, d,
-                   block_m, block_n, keys_per_split, warps, stages, True, cos, sin, pdl)
+                   block_m, block_n, keys_per_split, warps, stages, True, cos, sin, pdl, tma)
 
 
 def mqa_flash(q, k, v, mask, heads, scale, tiles):
