@@ -79,6 +79,12 @@ def use_kernels(modules: dict, tuning_out: dict | None = None) -> dict:
                     if layer.expert_kernels is not None:
                         layer.expert_kernels.pdl = pdl
                 counts[f'expert_layer_pdl{pdl}'] = fused
+            tma = expert_gated_tma(stage)
+            if fused and tma:
+                for layer in stage.layers:
+                    if layer.expert_kernels is not None:
+                        layer.expert_kernels.tma = tma
+                counts['expert_gated_tma'] = fused
         if isinstance(stage, PrefixStage):
             fused = flash_prefix_attention(stage, out)
             if fused:
@@ -102,12 +108,29 @@ def expert_pdl(stage) -> int:
     2026-12-01): 14.26 / 14.28 ms against 14.62 / 14.62, actions bit-identical. (Three parts
     alone on it, chosen per part, had lost 0.10 ms in 2026-11.) Hopper and later only (the
     griddepcontrol instructions); LAMP_EXPERT_PDL=0, 1 or 2 at build time overrides it."""
-    if 'LAMP_EXPERT_PDL' in os.environ:
-        return int(os.environ['LAMP_EXPERT_PDL'])
+    return _on_hopper(stage, 'LAMP_EXPERT_PDL', EXPERT_PDL)
+
+
+def expert_gated_tma(stage) -> int:
+    """1: the expert's fused gated GEMMs (o, down) load x and W by tensor descriptor (TMA)
+    instead of by pointer, the same numbers bit for bit. Measured in one Euler step on the H200
+    (scripts/device/expert_chain.py, 'chosen pdl2 premade' against '... tmagemm', two runs,
+    bench/results/h200_tma_gated/): 40.33 / 40.31 -> 39.65 / 39.57 us a layer at the build's
+    tilings, which were timed with pointer loads (as the dependent-launch mode, it is set after
+    the timing, so the tile cache's timings stay comparable). Hopper and later only (tensor
+    descriptors); LAMP_EXPERT_TMA=0 or 1 at build time overrides it."""
+    return _on_hopper(stage, 'LAMP_EXPERT_TMA', 1)
+
+
+def _on_hopper(stage, variable: str, value: int) -> int:
+    """`value` where the stage's weights are on a Hopper or later GPU, else 0; the environment
+    `variable`, when set, overrides it."""
+    if variable in os.environ:
+        return int(os.environ[variable])
     weight = next(stage.parameters(), None)
     if weight is None or weight.device.type != 'cuda':
         return 0
-    return EXPERT_PDL if torch.cuda.get_device_capability(weight.device) >= (9, 0) else 0
+    return value if torch.cuda.get_device_capability(weight.device) >= (9, 0) else 0
 
 
 NK, KN = [0], [1]  # the weight-layout choices' tiles: (out, in) as nn.Linear, or (in, out)

@@ -32,8 +32,8 @@ LOG2E = 1.4426950408889634
 
 @triton.jit
 def _expert_gemm_kernel(x_ptr, w_ptr, w2_ptr, x_desc, w_desc, y_ptr, mod_ptr, bias_ptr,
-                        bias2_ptr, res_ptr,
-                        gate_ptr, part_ptr, part2_ptr, sumsq_ptr, count_ptr, xm_ptr,
+                        bias2_ptr, res_ptr, gate_ptr, part_ptr, part2_ptr, sumsq_ptr,
+                        count_ptr, xm_ptr,
                         mod_next_ptr, pieces_ptr, M, N, K, k_per_split, stride_x, stride_w,
                         stride_w2, stride_y, stride_res, stride_pieces, eps,
                         NORM: tl.constexpr, GEGLU: tl.constexpr, RESIDUAL: tl.constexpr,
@@ -153,7 +153,7 @@ def _expert_gemm_kernel(x_ptr, w_ptr, w2_ptr, x_desc, w_desc, y_ptr, mod_ptr, bi
 
 
 def expert_gemm(x, weight, tiles, *, counters=None, weight2=None, mod=None, bias=None,
-                bias2=None, residual=None, gate=None, eps=0.0, mod_next=None, tma=False):
+                bias2=None, residual=None, gate=None, eps=0.0, mod_next=None):
     """One launch of `_expert_gemm_kernel` over x (..., K) -> (..., N); see the module doc.
 
     tiles = (block_m, block_n, block_k, warps, stages, splits, swap): block_m rows of x by
@@ -164,7 +164,11 @@ def expert_gemm(x, weight, tiles, *, counters=None, weight2=None, mod=None, bias
     then costs fewer re-reads of x per weight byte than 16-32 columns of W with x as M. (On the
     H200 this helped the norm-fused parts by 13-20% and lost every part to cuBLAS or the
     unswapped tilings: the tuner decides.) An optional eighth value turns on programmatic
-    dependent launch (triton_kernels.grid_dependency: 1 or 2; 0 or absent: off).
+    dependent launch (triton_kernels.grid_dependency: 1 or 2; 0 or absent: off), and an
+    optional ninth, 1, loads x and the (first) weight by tensor descriptor (TMA: the copy
+    engine moves each (block, block_k) box, zero-filling rows past the end) instead of pointer
+    loads: the same numbers bit for bit, and on the H200 0.7 us a layer less for o and down
+    together in one Euler step (scripts/device/expert_chain.py, 'tmagemm'; Hopper and later).
 
     With mod_next (float32 (N,)), the epilogue also makes what the next adaRMS-normed GEMM
     on descriptor loads reads (triton_premade.premade_gemm): returns (y, y * mod_next rounded
@@ -172,6 +176,7 @@ def expert_gemm(x, weight, tiles, *, counters=None, weight2=None, mod=None, bias
     rows over column block j."""
     block_m, block_n, block_k, warps, stages, splits, swap = tiles[:7]
     pdl = tiles[7] if len(tiles) > 7 else 0
+    tma = len(tiles) > 8 and tiles[8] == 1
     a, w = _rows(x), _rows(weight)
     m, k = a.shape
     n = w.shape[0]
@@ -210,7 +215,7 @@ def expert_gemm(x, weight, tiles, *, counters=None, weight2=None, mod=None, bias
         counters if splits > 1 else out, xm,
         mod_next.float().contiguous() if mod_next is not None else out, pieces, m, n, k,
         k // splits, a.stride(0), w.stride(0), w2.stride(0), out.stride(0), res.stride(0),
-        pieces.stride(0), eps, NORM=mod is not None, PREP=mod_next is not None, TMA=int(tma),
+        pieces.stride(0), eps, NORM=mod is not None, PREP=mod_next is not None, TMA=tma,
         GEGLU=weight2 is not None, RESIDUAL=residual is not None, GATED=gate is not None,
         SPLITS=splits, SWAP=bool(swap), PRECISION=_precision(x.dtype), BM=block_m,
         BN=block_n, BK=block_k, PDL=pdl,
@@ -240,15 +245,12 @@ def _attend_block(q1, q2, k1, k2, v1, v2, keep, key_ok, m_i, l_i, acc1, acc2,
 
 
 @triton.jit
-def _mqa_kernel(q_ptr, kp_ptr, vp_ptr, kp_desc, vp_desc, cos_ptr, sin_ptr, mask_ptr, m_ptr,
-                l_ptr, acc_ptr,
+def _mqa_kernel(q_ptr, kp_ptr, vp_ptr, cos_ptr, sin_ptr, mask_ptr, m_ptr, l_ptr, acc_ptr,
                 out_ptr, n, T, heads, stride_q_b, stride_q_t, stride_kp_b, stride_kp_t,
                 stride_vp_b, stride_vp_t, row_blocks, prefix_splits, keys_per_split, qk_scale,
                 OWN: tl.constexpr, HALF: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
-                PRECISION: tl.constexpr, PDL: tl.constexpr = 0, TMA: tl.constexpr = 0):
+                PRECISION: tl.constexpr, PDL: tl.constexpr = 0):
     """Rows = (token, head) pairs of q (token-major, as q's memory is) against one K/V head.
-    TMA: the prefix K/V blocks come by tensor descriptor (kp_desc, vp_desc: (b, T, d) in
-    (1, BN, HALF) boxes) instead of pointer loads.
 
     OWN (the expert): q_ptr is the raw qkv GEMM output; q and the tokens' own k are rotated
     here, and the last key split is the tokens' own K/V. Otherwise q is already rotated and
@@ -290,18 +292,12 @@ def _mqa_kernel(q_ptr, kp_ptr, vp_ptr, kp_desc, vp_desc, cos_ptr, sin_ptr, mask_
         for k0 in range(start, stop, BN):
             keys = k0 + tl.arange(0, BN)
             key_ok = keys < stop
-            if TMA:  # keys past T are the copy engine's zero fill
-                k1 = tl.reshape(kp_desc.load([b, k0, 0]), (BN, HALF))
-                k2 = tl.reshape(kp_desc.load([b, k0, HALF]), (BN, HALF))
-                v1 = tl.reshape(vp_desc.load([b, k0, 0]), (BN, HALF))
-                v2 = tl.reshape(vp_desc.load([b, k0, HALF]), (BN, HALF))
-            else:
-                k_at = kp_ptr + b * stride_kp_b + keys[:, None] * stride_kp_t + d[None, :]
-                v_at = vp_ptr + b * stride_vp_b + keys[:, None] * stride_vp_t + d[None, :]
-                k1 = tl.load(k_at, mask=key_ok[:, None], other=0.0)
-                k2 = tl.load(k_at + HALF, mask=key_ok[:, None], other=0.0)
-                v1 = tl.load(v_at, mask=key_ok[:, None], other=0.0)
-                v2 = tl.load(v_at + HALF, mask=key_ok[:, None], other=0.0)
+            k_at = kp_ptr + b * stride_kp_b + keys[:, None] * stride_kp_t + d[None, :]
+            v_at = vp_ptr + b * stride_vp_b + keys[:, None] * stride_vp_t + d[None, :]
+            k1 = tl.load(k_at, mask=key_ok[:, None], other=0.0)
+            k2 = tl.load(k_at + HALF, mask=key_ok[:, None], other=0.0)
+            v1 = tl.load(v_at, mask=key_ok[:, None], other=0.0)
+            v2 = tl.load(v_at + HALF, mask=key_ok[:, None], other=0.0)
             keep = tl.load(mask_row + keys[None, :], mask=r_ok[:, None] & key_ok[None, :],
                            other=0)
             m_i, l_i, acc1, acc2 = _attend_block(q1, q2, k1, k2, v1, v2, keep, key_ok, m_i,
@@ -365,7 +361,7 @@ def _mqa_combine_kernel(m_ptr, l_ptr, acc_ptr, out_ptr, rows_total, splits,
 
 
 def _attend(q, stride_q, k, v, mask, heads, scale, n, T, d, block_m, block_n, keys_per_split,
-            warps, stages, own, cos=None, sin=None, pdl=0, tma=False):
+            warps, stages, own, cos=None, sin=None, pdl=0):
     """Launch `_mqa_kernel` -> (b, n, heads * d); q rows are token-major, k/v (b, T, d)."""
     b = q.shape[0]
     kp, vp = k.reshape(b, T, d), v.reshape(b, T, d)
@@ -387,16 +383,12 @@ def _attend(q, stride_q, k, v, mask, heads, scale, n, T, d, block_m, block_n, ke
         cos, sin = cos.float().contiguous(), sin.float().contiguous()
     else:
         cos = sin = out
-    kd, vd = kp, vp
-    if tma:
-        from triton.tools.tensor_descriptor import TensorDescriptor
-        kd, vd = (TensorDescriptor.from_tensor(t, [1, block_n, d // 2]) for t in (kp, vp))
     _mqa_kernel[(b * row_blocks, splits)](
-        q, kp, vp, kd, vd, cos, sin, keep, m, l_, acc, out, n, T, heads, stride_q[0],
+        q, kp, vp, cos, sin, keep, m, l_, acc, out, n, T, heads, stride_q[0],
         stride_q[1], kp.stride(0), kp.stride(1), vp.stride(0), vp.stride(1), row_blocks,
         prefix_splits, keys_per_split, scale * LOG2E, OWN=own, HALF=d // 2, BM=block_m,
-        BN=block_n, PRECISION=_precision(q.dtype), PDL=pdl, TMA=int(tma), num_warps=warps,
-        num_stages=stages, **_pdl_launch(pdl))
+        BN=block_n, PRECISION=_precision(q.dtype), PDL=pdl, num_warps=warps, num_stages=stages,
+        **_pdl_launch(pdl))
     if splits > 1:
         _mqa_combine_kernel[(b * rows,)](m, l_, acc, out, rows, splits,
                                          SPLITS=triton.next_power_of_2(splits), D=d,
@@ -405,7 +397,7 @@ def _attend(q, stride_q, k, v, mask, heads, scale, n, T, d, block_m, block_n, ke
     return out
 
 
-def mqa_attention(qkv, k_prefix, v_prefix, cos, sin, mask, heads, scale, tiles, tma=False):
+def mqa_attention(qkv, k_prefix, v_prefix, cos, sin, mask, heads, scale, tiles):
     """Attention of the action tokens: every query head of qkv (b, n, (heads + 2) * d) against
     the prefix K/V (b, T, d) and the tokens' own K/V -> (b, n, heads * d).
 
@@ -420,7 +412,7 @@ def mqa_attention(qkv, k_prefix, v_prefix, cos, sin, mask, heads, scale, tiles, 
         raise ValueError(f'mqa_attention: qkv {tuple(qkv.shape)} is not q/k/v of {heads} heads '
                          f'of {d}')
     return _attend(qkv, qkv.stride()[:2], k_prefix, v_prefix, mask, heads, scale, n, T, d,
-                   block_m, block_n, keys_per_split, warps, stages, True, cos, sin, pdl, tma)
+                   block_m, block_n, keys_per_split, warps, stages, True, cos, sin, pdl)
 
 
 def mqa_flash(q, k, v, mask, heads, scale, tiles):

@@ -290,6 +290,48 @@ def test_expert_dependent_launch_mode_reaches_every_lamp_kernel(optimised, monke
     assert all(tiles[-1] == 2 for _, tiles in fused), fused
 
 
+def test_expert_gated_gemms_take_descriptor_loads_where_asked(optimised, monkeypatch):
+    """Descriptor loads for the fused gated GEMMs (on by default on Hopper GPUs;
+    LAMP_EXPERT_TMA=1 asks for it here) append the flag after the dependent-launch mode to o's
+    and down's tiles only, in the fused form only (gated_linear and gated_linear_prep both carry
+    it into the exported program); the numbers stay the passes' (the CPU references ignore
+    tiles; the GPU kernel's bit-identity is test_triton_kernels' and expert_chain.py's). Off
+    the GPU, without the variable, it stays off."""
+    graph, _, passed, values = optimised
+    monkeypatch.delenv('LAMP_EXPERT_TMA', raising=False)
+    monkeypatch.delenv('LAMP_EXPERT_PDL', raising=False)
+    plain = {'denoise': copy.deepcopy(passed['denoise'])}
+    assert 'expert_gated_tma' not in use_kernels(plain)
+    assert all(layer.expert_kernels.tma == 0 for layer in plain['denoise'].layers)
+    monkeypatch.setenv('LAMP_EXPERT_TMA', '1')
+    switched = {'denoise': copy.deepcopy(passed['denoise'])}
+    counts = use_kernels(switched)
+    layers = switched['denoise'].layers
+    assert counts['expert_gated_tma'] == len(layers)
+    first, second = (layer.expert_kernels for layer in layers)
+    first.tiles['gate_up'] = _premade_tiles(layers[0], 'gate_up')  # o makes its input: prep
+    second.tiles['down'] = LIBRARY  # a library down takes no flag
+    assert first._tiles('qkv') == first.tiles['qkv']  # the normed parts take none
+    assert first._tiles('o') == [*first.tiles['o'], 0, 1]
+    assert second._tiles('down') == LIBRARY
+    args = tuple(_args(graph, 'denoise', values))
+    with torch.no_grad():
+        program = torch.export.export(switched['denoise'], args, strict=False)
+    torch.testing.assert_close(_outputs(program.module(), args),
+                               _outputs(passed['denoise'], args), atol=2e-5, rtol=0)
+    gated = {}
+    for n in program.graph.nodes:
+        target = str(n.target)
+        if n.op == 'call_function' and target.startswith('lamp.gated_linear'):
+            tiles = n.args[5] if 'prep' in target else n.args[4]
+            gated.setdefault(target, set()).add(tuple(tiles[7:]))
+    steps = switched['denoise'].cfg.num_steps
+    assert gated == {'lamp.gated_linear.default': {(0, 1)},
+                     'lamp.gated_linear_prep.default': {(0, 1)}}, gated
+    assert sum(n.op == 'call_function' and str(n.target) == 'lamp.gated_linear_prep.default'
+               for n in program.graph.nodes) == steps
+
+
 @pytest.mark.parametrize('flash', [True, False])
 def test_prefix_attention_agrees_in_either_form(optimised, flash):
     """The prefix's attention as one flash kernel or two GEMMs around the masked softmax, as the

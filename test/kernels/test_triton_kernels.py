@@ -130,6 +130,10 @@ def test_expert_gemms_match_the_reference(splits, swap):
     # cannot run griddepcontrol, so modes 1 and 2 are checked on the H200: expert_chain.py)
     torch.testing.assert_close(gemm(x, w, [*tiles, 0], residual=residual, gate=gate),
                                cases[2][1], atol=3e-5, rtol=0)
+    # a ninth, 1, loads x and W by tensor descriptor: the same numbers bit for bit (rows past
+    # the 50 are the copy engine's zero fill where pointer loads mask them)
+    assert torch.equal(gemm(x, w, [*tiles, 0, 1], residual=residual, gate=gate),
+                       gemm(x, w, tiles, residual=residual, gate=gate))
 
 
 @pytest.mark.parametrize('swap', [0, 1])
@@ -152,6 +156,10 @@ def test_premade_gemms_match_the_reference(swap):
     for got, ref in zip((x, xm, pieces), want):
         torch.testing.assert_close(got, ref, atol=3e-5, rtol=1e-6)
     assert pieces.shape == (4, 50)  # one piece per 16-column block
+    by_descriptor = triton_expert.expert_gemm(a, wo, [64, 16, 32, 4, 2, 2, swap, 0, 1],
+                                              counters=counters, residual=residual, gate=gate,
+                                              mod_next=mod)
+    assert all(torch.equal(got, ref) for got, ref in zip(by_descriptor, (x, xm, pieces)))
     xm2, pieces2 = triton_premade.norm_pieces(x, mod, 8)
     for got, ref in zip((xm2, pieces2), ops.norm_pieces(x, mod, 8)):
         torch.testing.assert_close(got, ref, atol=3e-5, rtol=1e-6)

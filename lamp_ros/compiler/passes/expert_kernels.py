@@ -24,7 +24,9 @@ Which wins depends on the shape and the GPU (on the H200 cuBLAS streams a 1024-w
 faster than our Triton GEMM once the norm sits in its prologue; the premade forms beat both;
 the fused attention and gated GEMMs win), so the lowering times every form, with every tile
 candidate (kernels/tuning.py), and records the choice per part: tiles (7 values fused, 5
-premade), or [] for the library form. (A premade part is timed on a made input: the few us
+premade), or [] for the library form; the lowering's build-wide switches travel appended to the
+tiles of the kernels they apply to (the dependent-launch mode, then for the gated GEMMs the
+descriptor-load flag). (A premade part is timed on a made input: the few us
 its producer's epilogue adds are not in its figure.) Every form computes the float32 reference
 math of the passes' layer; only rounding points differ.
 """
@@ -42,6 +44,7 @@ LIBRARY = []  # the tiles value that selects a part's library form
 PREMADE = 5  # the length of a premade form's tiles (triton_premade: block_w, block_k, warps,
 # stages, swap); a fused GEMM's have 7
 FIRST_PIECES = 32  # pieces of the sums of squares norm_pieces makes (a power of two)
+GATED_TMA = ('o', 'down')  # the parts whose fused GEMM may load by tensor descriptor
 
 
 def form(tiles: list) -> str:
@@ -78,6 +81,9 @@ class ExpertKernels(nn.Module):
         # programmatic dependent launch of every lamp kernel of the layer (fused parts and the
         # library forms' norm and GeGLU): 0 off, 1 or 2 (triton_kernels.grid_dependency)
         self.pdl = 0
+        # the fused gated GEMMs (o, down) load x and W by tensor descriptor (1) instead of by
+        # pointer (0): the same numbers, the ninth value of their tiles (GATED_TMA)
+        self.tma = 0
 
     @staticmethod
     def applies(layer) -> bool:
@@ -112,9 +118,14 @@ class ExpertKernels(nn.Module):
         return self.down(layer, h, x, step, mod_next)
 
     def _tiles(self, part: str) -> list:
-        """A fused part's tiles, with the dependent-launch mode appended when it is on."""
+        """A fused part's tiles, with the dependent-launch mode appended when it is on, and
+        for the gated GEMMs the descriptor-load flag after it when that is on."""
         tiles = self.tiles[part]
-        return [*tiles, self.pdl] if self.pdl and tiles != LIBRARY else tiles
+        if tiles == LIBRARY:
+            return tiles
+        if self.tma and part in GATED_TMA and self.form(part) == 'fused':
+            return [*tiles, self.pdl, self.tma]
+        return [*tiles, self.pdl] if self.pdl else tiles
 
     def _premade_input(self, x, mod, carry) -> tuple:
         """(x * mod, pieces) from the kernel before, or made here when it made none."""
