@@ -35,11 +35,13 @@ SMS = 132  # H200; split-K candidates aim at one to four waves of programs
 PREMADE_TILES = ((32, 128, 4, 4, 0), (32, 128, 4, 6, 0), (64, 128, 4, 4, 1), (64, 128, 4, 6, 1),
                  (64, 64, 4, 8, 1))
 SHARED_MEMORY = 220 * 1024  # what a program's pipeline stages may take (the H200 has 227 KB)
-# (block_m, block_n, keys_per_split, warps, stages): a split holds 1-4 key blocks, so software
-# pipelining buys little and 64-row blocks at 3 stages exceed the 227 KB of shared memory
-# (one key block per split, 16-64 rows, lost on the H200: 15-19 us against 13.0; tile cache)
+# (block_m, block_n, keys_per_split, warps, stages): a split holds 1-8 key blocks; 64-row
+# blocks at 3 stages exceed the 227 KB of shared memory (one key block per split, 16-64 rows,
+# lost on the H200: 15-19 us against 13.0; tile cache). Two stages pay off only with 4+ blocks
+# a split: per call, K/V strided as the artifact reads them (expert_chain.py, H200), 256 keys a
+# split 14.7 us at one stage and 12.7 at two, 128 keys 13.1 at one and 15.9 at two
 ATTENTION_CANDIDATES = ((16, 64, 128, 4, 1), (16, 64, 256, 4, 1), (16, 128, 256, 4, 1),
-                        (32, 64, 128, 4, 1))
+                        (32, 64, 128, 4, 1), (16, 64, 256, 4, 2), (16, 64, 512, 4, 2))
 # (block_m, block_n, warps, stages) of the prefix's flash attention: every program sweeps all
 # keys (968 in pi05_full; 7,744 query rows give 61-242 row blocks, about one wave)
 FLASH_CANDIDATES = ((64, 64, 4, 2), (64, 32, 4, 3), (128, 64, 8, 2), (128, 32, 8, 3),
