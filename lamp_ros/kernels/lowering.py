@@ -48,7 +48,8 @@ SWITCHED = {UnitRMSNorm: 'rms_norm', UnitLayerNorm: 'layer_norm',
 def use_kernels(modules: dict, tuning_out: dict | None = None) -> dict:
     """Turn the kernel switch on in every module that has one, give every expert layer in the
     fused kernels' form its step constants and the prefix's attentions their measured form, in
-    place -> {what: count}."""
+    place -> {what: count} of the switched modules that run (not those an expert layer's
+    fused or premade parts bypass, which the expert_* counts stand for)."""
     counts = {}
     out = tuning_out if tuning_out is not None else {}
     for stage in modules.values():
@@ -67,6 +68,10 @@ def use_kernels(modules: dict, tuning_out: dict | None = None) -> dict:
             fused = fuse_expert_layers(stage, out)
             if fused:
                 counts['expert_layer'] = fused
+                for what, bypassed in bypassed_modules(stage).items():
+                    counts[what] -= bypassed
+                    if not counts[what]:
+                        del counts[what]
             for part in ('qkv', 'gate_up'):  # premade forms: their norm kernels never run
                 premade = sum(layer.expert_kernels is not None
                               and layer.expert_kernels.form(part) == 'premade'
@@ -94,6 +99,31 @@ def use_kernels(modules: dict, tuning_out: dict | None = None) -> dict:
             if moved:
                 counts['kn_weights'] = counts.get('kn_weights', 0) + moved
     return counts
+
+
+def bypassed_modules(stage: ExpertStage) -> dict:
+    """{what: count} of the switched modules in the expert's layers that their ExpertKernels
+    never call, so that the counts say which kernels run: a layer's residual epilogues (every
+    form of its o and down takes the residual itself), the adaRMS norm before a part in its
+    fused or premade form (and the GeGLU after gate_up's), the attention module unless the
+    attention part is in its library form."""
+    out = {}
+    for layer in stage.layers:
+        kern = layer.expert_kernels
+        if kern is None:
+            continue
+        skipped = [layer]
+        if kern.form('qkv') != 'library':
+            skipped.append(layer.input_norm)
+        if kern.form('gate_up') != 'library':
+            skipped += [layer.post_attn_norm, layer.mlp]
+        if kern.form('attention') != 'library':
+            skipped.append(layer.attn)
+        for module in skipped:
+            what = SWITCHED.get(type(module))
+            if what is not None and module.kernel:
+                out[what] = out.get(what, 0) + 1
+    return out
 
 
 EXPERT_PDL = 2  # see expert_pdl

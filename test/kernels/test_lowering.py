@@ -13,7 +13,7 @@ from lamp_ros.compiler.passes.expert_kernels import LIBRARY, PARTS, PREMADE
 from lamp_ros.compiler.passes.record import stage_modules
 from lamp_ros.compiler.spec import load_spec
 from lamp_ros.kernels import lowering, tuning
-from lamp_ros.kernels.lowering import use_kernels
+from lamp_ros.kernels.lowering import bypassed_modules, use_kernels
 from lamp_ros.policies.example import example_observation
 from lamp_ros.trace.from_spec import build_pipeline, trace_pipeline
 
@@ -44,14 +44,35 @@ def test_kernels_keep_every_stage_output(optimised):
     graph, _, passed, values = optimised
     switched = copy.deepcopy(passed)
     counts = use_kernels(switched)
-    assert counts == {'rms_norm': 3, 'layer_norm': 5, 'ada_rms_norm': 5, 'rope': 2, 'geglu': 3,
-                      'residual_epilogues': 4, 'attention': 4, 'expert_layer': 2,
+    # the expert's two layers in their fused forms (the first candidates off the GPU) call
+    # neither their adaRMS norms, GeGLU, attention module nor residual epilogues: only the
+    # prefix's and the expert's final norm are counted (bypassed_modules, below)
+    assert counts == {'rms_norm': 3, 'layer_norm': 5, 'ada_rms_norm': 1, 'rope': 2, 'geglu': 1,
+                      'residual_epilogues': 2, 'attention': 2, 'expert_layer': 2,
                       'flash_attention': 1, 'gelu_epilogue': 2}, counts
     for node_id in ('vision', 'prefix', 'denoise'):
         args = _args(graph, node_id, values)
         for got, want in zip(_outputs(switched[node_id], args), _outputs(passed[node_id], args)):
             torch.testing.assert_close(got, want, atol=2e-5, rtol=0, msg=node_id)
     assert use_kernels(switched) == {}  # a second lowering finds nothing left to switch
+
+
+def test_the_counts_name_the_expert_modules_each_form_bypasses(optimised):
+    """A module switched onto a kernel counts only where it runs: an expert part in its library
+    form calls its norm (and GeGLU, attention module), a fused or premade one does not; a
+    layer's residual epilogues never run once it has ExpertKernels."""
+    _, _, passed, _ = optimised
+    switched = {'denoise': copy.deepcopy(passed['denoise'])}
+    use_kernels(switched)
+    stage = switched['denoise']
+    first, second = (layer.expert_kernels for layer in stage.layers)
+    assert bypassed_modules(stage) == {'residual_epilogues': 2, 'ada_rms_norm': 4, 'geglu': 2,
+                                       'attention': 2}
+    first.tiles.update(qkv=LIBRARY, attention=LIBRARY)
+    second.tiles['gate_up'] = _premade_tiles(stage.layers[1], 'gate_up')
+    assert first.form('gate_up') == 'fused' and second.form('gate_up') == 'premade'
+    assert bypassed_modules(stage) == {'residual_epilogues': 2, 'ada_rms_norm': 3, 'geglu': 2,
+                                       'attention': 1}
 
 
 def test_eager_stages_are_left_alone(optimised):
