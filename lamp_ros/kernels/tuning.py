@@ -31,19 +31,21 @@ SWAPPED_TILES = ((64, 128, 4, 4), (128, 128, 4, 3))
 SWAPPED_SPLITS = (1, 2, 4, 8, 16)
 SMS = 132  # H200; split-K candidates aim at one to four waves of programs
 # (block_w, block_k, warps, stages, swap) of the normed GEMMs as plain streams on descriptor
-# loads (triton_premade.py): the front-runners of scripts/device/tma_gemm_probe.py on the H200,
-# and 16-row blocks (twice the programs: qkv's 2560 rows in 32-row blocks fill 80 of 132 SMs)
+# loads (triton_premade.py): the front-runners of scripts/device/tma_gemm_probe.py on the H200
+# (16-row blocks, twice the programs, lost at 6-8 stages: qkv 8.1 us against 4.8, gate_up 11.0
+# against 7.4; bench/results/h200_tile_candidates/)
 PREMADE_TILES = ((32, 128, 4, 4, 0), (32, 128, 4, 6, 0), (64, 128, 4, 4, 1), (64, 128, 4, 6, 1),
-                 (64, 64, 4, 8, 1), (16, 128, 4, 6, 0), (16, 128, 4, 8, 0))
+                 (64, 64, 4, 8, 1))
 SHARED_MEMORY = 220 * 1024  # what a program's pipeline stages may take (the H200 has 227 KB)
 # (block_m, block_n, keys_per_split, warps, stages): a split holds 1-8 key blocks; 64-row
 # blocks at 3 stages exceed the 227 KB of shared memory (one key block per split, 16-64 rows,
 # lost on the H200: 15-19 us against 13.0; tile cache). Two stages pay off only with 4+ blocks
 # a split: per call, K/V strided as the artifact reads them (expert_chain.py, H200), 256 keys a
-# split 14.7 us at one stage and 12.7 at two, 128 keys 13.1 at one and 15.9 at two
+# split 14.7 us at one stage and 12.7 at two, 128 keys 13.1 at one and 15.9 at two. (Timed
+# by a build and dropped: 384 keys at two stages 16.3 us, 32-row blocks at two stages 16.4;
+# three stages of 256 keys exceed the shared memory; bench/results/h200_tile_candidates/)
 ATTENTION_CANDIDATES = ((16, 64, 128, 4, 1), (16, 64, 256, 4, 1), (16, 128, 256, 4, 1),
-                        (32, 64, 128, 4, 1), (16, 64, 256, 4, 2), (16, 64, 512, 4, 2),
-                        (16, 64, 256, 4, 3), (16, 64, 384, 4, 2), (32, 64, 256, 4, 2))
+                        (32, 64, 128, 4, 1), (16, 64, 256, 4, 2), (16, 64, 512, 4, 2))
 # (block_m, block_n, warps, stages) of the prefix's flash attention: every program sweeps all
 # keys (968 in pi05_full; 7,744 query rows give 61-242 row blocks, about one wave)
 FLASH_CANDIDATES = ((64, 64, 4, 2), (64, 32, 4, 3), (128, 64, 8, 2), (128, 32, 8, 3),
