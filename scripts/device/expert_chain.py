@@ -59,10 +59,11 @@ GEMM = {'fused': {'qkv': [64, 16, 128, 4, 4, 1, 0], 'o': [64, 32, 128, 4, 4, 4, 
                   'gate_up': [64, 32, 128, 4, 4, 1, 0], 'down': [64, 32, 128, 4, 4, 4, 0]},
         'swapped': {'qkv': [64, 64, 128, 4, 4, 2, 1], 'o': [64, 64, 128, 4, 4, 8, 1],
                     'gate_up': [64, 64, 128, 4, 4, 2, 1], 'down': [64, 64, 128, 4, 4, 8, 1]}}
-ATTENTION = [16, 64, 128, 4, 1]
-# attention tilings the build does not try: software pipelining of a split's key blocks,
-# 2 and 8 warps, 32-key blocks (block_m, block_n, keys_per_split, warps, stages)
-EXTRA_ATTENTION = [[16, 64, 128, 4, 2], [16, 64, 256, 4, 2], [16, 32, 128, 4, 2],
+# the build's attention choice (16, 64, 128, 4, 1 until 2026-12-02; ATTENTION=old runs that)
+ATTENTION = [16, 64, 128, 4, 1] if os.environ.get('ATTENTION') == 'old' else [16, 64, 256, 4, 2]
+# attention tilings the build does not try: software pipelining of 128-key splits, 2 and 8
+# warps, 32-key blocks (block_m, block_n, keys_per_split, warps, stages)
+EXTRA_ATTENTION = [[16, 64, 128, 4, 2], [16, 32, 128, 4, 2],
                    [16, 64, 128, 2, 1], [16, 64, 128, 8, 1], [16, 32, 64, 4, 1]]
 
 
