@@ -205,18 +205,23 @@ def choose_weight_layouts(stage, tuning_out: dict) -> int:
         transposed = [KNLinear(lin) for lin in linears] if on_gpu else []
 
         def launch(tiles):
-            for lin in transposed if tiles == KN else linears:
-                lin(x)
+            return [lin(x) for lin in (transposed if tiles == KN else linears)]
 
         choice = tuning.pick([NK, KN], launch, on_gpu, _tile_cache(weight.device).get(key),
-                             calls=len(group))
-        tuning_out[key] = {'tiles': choice.tiles, 'source': choice.source,
-                           'timings': choice.timings}
+                             calls=len(group), reference=NK)
+        tuning_out[key] = _recorded(choice)
         if choice.tiles == KN:
             for (owner, attr), lin in zip(group, transposed or map(KNLinear, linears)):
                 setattr(owner, attr, lin)
             moved += len(group)
     return moved
+
+
+def _recorded(choice: tuning.Choice) -> dict:
+    """What plan.json keeps of a choice: the tiles, where they came from, every candidate's
+    time and its disagreement with the reference form."""
+    return {'tiles': choice.tiles, 'source': choice.source, 'timings': choice.timings,
+            'errors': choice.errors}
 
 
 def _tile_cache(device) -> dict:
@@ -245,9 +250,9 @@ def flash_prefix_attention(stage: PrefixStage, tuning_out: dict) -> int:
 
     key = f'prefix_attention {n}x{c.num_heads}x{c.head_dim}'
     choice = tuning.pick(tuning.flash_candidates() + [LIBRARY], launch,
-                         weight.device.type == 'cuda', _tile_cache(weight.device).get(key))
-    tuning_out[key] = {'tiles': choice.tiles, 'source': choice.source,
-                       'timings': choice.timings}
+                         weight.device.type == 'cuda', _tile_cache(weight.device).get(key),
+                         reference=LIBRARY)
+    tuning_out[key] = _recorded(choice)
     for attn in attns:
         attn.flash_tiles = choice.tiles
     return len(attns) if choice.tiles else 0
@@ -271,9 +276,9 @@ def fuse_expert_layers(stage: ExpertStage, tuning_out: dict) -> int:
         chosen = {}
         for part, (shape, candidates, launch) in _tuning_problems(stage, group).items():
             key = f'{part} {shape}'
-            choice = tuning.pick(candidates, launch, on_gpu, cache.get(key), calls=len(group))
-            tuning_out[key] = {'tiles': choice.tiles, 'source': choice.source,
-                               'timings': choice.timings}
+            choice = tuning.pick(candidates, launch, on_gpu, cache.get(key), calls=len(group),
+                                 reference=LIBRARY)
+            tuning_out[key] = _recorded(choice)
             chosen[part] = choice.tiles
         for layer in group:
             layer.expert_kernels.tiles.update(chosen)
@@ -306,9 +311,11 @@ def _tuning_problems(stage: ExpertStage, layers: list) -> dict:
 
     def timed(part, run):
         def launch(tiles):
+            outputs = []
             for i, each in enumerate(layers):
                 each.expert_kernels.tiles[part] = tiles
-                run(i, each, each.expert_kernels)
+                outputs.append(run(i, each, each.expert_kernels))
+            return outputs
         return launch
 
     def gemm(part, n, k, run, premade=''):
@@ -319,18 +326,22 @@ def _tuning_problems(stage: ExpertStage, layers: list) -> dict:
         return (f'{rows}x{n}x{k}', tuning.gemm_candidates(rows, n, k) + extra + [LIBRARY],
                 timed(part, run))
 
-    # the premade forms' input, as the gated GEMM before them would make it (timed alone)
-    carry = kernel_ops.norm_pieces(x, torch.ones(x.shape[-1], device=x.device),
-                                   min(FIRST_PIECES, x.shape[-1]))
+    # the premade forms' input, as the gated GEMM before them would make it (made here, not
+    # timed), with each layer's own step-0 modulation so that every form computes the same
+    # numbers (pick checks them against the library form)
+    pieces = min(FIRST_PIECES, x.shape[-1])
+    carries = {mod: [kernel_ops.norm_pieces(x, getattr(each.expert_kernels, mod)[0], pieces)
+                     for each in layers] for mod in ('attn_mod', 'mlp_mod')}
     return {
-        'qkv': gemm('qkv', *w_qkv.shape, lambda i, L, kern: kern.qkv(L, x, 0, carry),
-                    'linear'),
+        'qkv': gemm('qkv', *w_qkv.shape,
+                    lambda i, L, kern: kern.qkv(L, x, 0, carries['attn_mod'][i]), 'linear'),
         'attention': (f'{rows}x{heads}x{d} over {prefix}+{rows}',
                       tuning.attention_candidates(d) + [LIBRARY],
                       timed('attention', lambda i, L, kern: kern.attention(
                           L, qkv, *prefix_kv[i], mask, rotation))),
         'o': gemm('o', *w_o.shape, lambda i, L, kern: kern.o(L, a, x, 0)),
         'gate_up': gemm('gate_up', w_gate_up.shape[0] // 2, w_gate_up.shape[1],
-                        lambda i, L, kern: kern.gate_up(L, x, 0, carry), 'geglu'),
+                        lambda i, L, kern: kern.gate_up(L, x, 0, carries['mlp_mod'][i]),
+                        'geglu'),
         'down': gemm('down', *w_down.shape, lambda i, L, kern: kern.down(L, h, x, 0)),
     }

@@ -6,7 +6,9 @@ candidates for every distinct shape, on the GPU that builds the artifact, and pa
 to the operator as its `tiles` argument: torch.export records it in the program, and the plan
 records every candidate's time. A candidate may also be another way to compute the same thing
 (the expert's parts list their library form as []): the measurement decides. Off the GPU (the
-CPU tests) the first candidate is taken without timing: the CPU references ignore tiles.
+CPU tests) the first candidate is taken without timing: the CPU references ignore tiles. On
+the GPU each candidate's output is first checked against a reference form's (the library form,
+`pick(reference=)`): a tiling a kernel gets wrong is refused, not timed.
 
 A candidate is timed as the Euler step runs it: one launch calls the kernel once per layer, each
 on its own weights, so they stream from HBM (TIMING). Measuring every candidate costs about a
@@ -64,6 +66,46 @@ class Choice:
     tiles: list
     timings: dict = field(default_factory=dict)
     source: str = 'first candidate'  # 'measured', 'tile cache' or 'first candidate' (no GPU)
+    # each checked candidate's max |output - reference form's| / max |reference form's|
+    errors: dict = field(default_factory=dict)
+
+
+# How far a candidate's output may stray from the reference form's before it is refused: the
+# forms round at different points (bf16 parts agree to ~1e-2 of their largest value on the
+# H200; float32 ones to ~1e-6), while a wrong kernel is off by the values themselves.
+AGREEMENT = {'float32': 1e-3, 'float64': 1e-6}
+AGREEMENT_LOW_PRECISION = 3e-2  # bf16, fp16
+
+
+def _tensors(out) -> list:
+    """The tensors of a launch's result (a tensor, or nested lists / tuples of them)."""
+    if isinstance(out, (list, tuple)):
+        return [t for each in out for t in _tensors(each)]
+    return [out] if hasattr(out, 'shape') else []
+
+
+def disagreement(out, reference) -> float:
+    """max |out - reference| / max |reference| over every output tensor; inf where the
+    shapes differ or out has a NaN / inf."""
+    outs, refs = _tensors(out), _tensors(reference)
+    if len(outs) != len(refs) or not refs:
+        return float('inf')
+    worst = 0.0
+    for got, want in zip(outs, refs):
+        if got.shape != want.shape:
+            return float('inf')
+        got, want = got.detach().double(), want.detach().double()
+        if not bool(got.isfinite().all()):
+            return float('inf')
+        scale = max(float(want.abs().max()), 1e-30)
+        worst = max(worst, float((got - want).abs().max()) / scale)
+    return worst
+
+
+def agreement(reference) -> float:
+    """The largest disagreement accepted against a reference output of this dtype."""
+    dtype = str(_tensors(reference)[0].dtype).removeprefix('torch.')
+    return AGREEMENT.get(dtype, AGREEMENT_LOW_PRECISION)
 
 
 def _block_m(rows: int) -> int:
@@ -123,11 +165,16 @@ def flash_candidates() -> list:
 
 
 def pick(candidates: list, launch, on_gpu: bool, cached: dict | None = None,
-         calls: int = 1) -> Choice:
+         calls: int = 1, reference: list | None = None) -> Choice:
     """The fastest of `candidates` for `launch(tiles)` (median of CUDA-graph replays, divided
     by the `calls` of the kernel one launch makes) on the GPU, or `cached` ({'tiles',
     'measured'}: a choice made before on this GPU model) when that measurement timed every one
-    of today's candidates; the first candidate off the GPU."""
+    of today's candidates; the first candidate off the GPU.
+
+    With `reference` (one of the candidates, e.g. the library form), every other candidate's
+    output (what `launch` returns) must agree with the reference's within `agreement` before
+    it is timed: a tiling a kernel computes wrongly is refused with its error instead of
+    winning because it is fast (the build's parity check would only fail at the end)."""
     if not candidates:
         raise ValueError('tuning: no tile candidate fits this shape')
     if cached is not None and list(cached['tiles']) in [list(c) for c in candidates] \
@@ -135,9 +182,21 @@ def pick(candidates: list, launch, on_gpu: bool, cached: dict | None = None,
         return Choice(list(cached['tiles']), source='tile cache')
     if not on_gpu:
         return Choice(list(candidates[0]))
-    timings = {}
-    for tiles in candidates:
+    timings, errors, want = {}, {}, None
+    checked = reference is not None and reference in candidates
+    order = [reference] + [c for c in candidates if c != reference] if checked else candidates
+    for tiles in order:
         try:
+            if checked:
+                out = launch(tiles)  # also compiles, outside the timing's capture
+                if tiles == reference:
+                    want = [t.detach().clone() for t in _tensors(out)]
+                elif want is not None:
+                    errors[str(tiles)] = error = disagreement(out, want)
+                    if not error <= agreement(want):
+                        timings[str(tiles)] = (f'rejected: disagrees with {reference} (max '
+                                               f'rel error {error:.3g})')
+                        continue
             timings[str(tiles)] = gpu_time_ms(lambda: launch(tiles)) / calls
         except Exception as exc:  # a tile the compiler rejects (shared memory) is no candidate
             timings[str(tiles)] = f'rejected: {type(exc).__name__}: {str(exc)[-300:]}'
@@ -145,7 +204,7 @@ def pick(candidates: list, launch, on_gpu: bool, cached: dict | None = None,
     if not measured:
         raise RuntimeError(f'tuning: every candidate failed: {timings}')
     best = min(measured, key=measured.get)
-    return Choice(json.loads(best), timings, 'measured')
+    return Choice(json.loads(best), timings, 'measured', errors)
 
 
 def cache_path(gpu_name: str) -> str:

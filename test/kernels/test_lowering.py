@@ -75,6 +75,29 @@ def test_the_counts_name_the_expert_modules_each_form_bypasses(optimised):
                                        'attention': 1}
 
 
+def test_every_timed_form_of_an_expert_part_computes_what_its_library_form_does(optimised):
+    """The build times each expert part's candidates on made inputs and refuses those whose
+    output strays from the library form's (tuning.pick's reference). So the inputs must let
+    every form compute the same numbers: here, on the CPU references (which ignore tiles), each
+    candidate's launch agrees with the library's to float32 rounding, the premade forms
+    included, whose made input carries each layer's own modulation."""
+    _, _, passed, _ = optimised
+    stage = copy.deepcopy(passed['denoise'])
+    layers = list(stage.layers)
+    for layer in layers:
+        layer.expert_kernels = lowering.ExpertKernels(layer)
+    problems = lowering._tuning_problems(stage, layers)
+    assert set(problems) == set(PARTS)
+    with torch.no_grad():
+        for part, (_, candidates, launch) in problems.items():
+            want = launch(LIBRARY)
+            if part in ('qkv', 'gate_up'):
+                assert any(len(c) == PREMADE for c in candidates), part
+            for tiles in candidates:
+                error = tuning.disagreement(launch(tiles), want)
+                assert error < 1e-5, (part, tiles, error)
+
+
 def test_eager_stages_are_left_alone(optimised):
     _, modules, _, _ = optimised
     assert use_kernels(copy.deepcopy(modules)) == {}

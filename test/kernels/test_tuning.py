@@ -3,6 +3,8 @@ Timing itself needs the GPU (scripts/device/kernels_check.py and every cuda buil
 
 import json
 
+import torch
+
 from lamp_ros.compiler.passes.expert_kernels import LIBRARY
 from lamp_ros.kernels import lowering, tuning
 from lamp_ros.policies.config import get_preset
@@ -143,3 +145,38 @@ def test_pick_reports_the_time_of_one_call(monkeypatch):
     monkeypatch.setattr(tuning, 'gpu_time_ms', lambda fn: next(clock))
     choice = tuning.pick([[1], [2]], lambda tiles: None, on_gpu=True, calls=3)
     assert choice.tiles == [2] and choice.timings == {'[1]': 2.0, '[2]': 1.0}
+
+
+def test_pick_refuses_a_candidate_that_disagrees_with_the_reference_form(monkeypatch):
+    """With a reference form, each candidate's output is compared with the reference's before
+    it is timed: a fast but wrong tiling (or one that makes NaN) is refused with its error and
+    the fastest candidate that agrees wins; the errors are reported. (The comparison runs the
+    candidates' launches for real; only the clock is a stand-in, as off the GPU nothing is
+    timed.)"""
+    want = torch.linspace(-2, 2, 12, dtype=torch.bfloat16).reshape(3, 4)
+    outputs = {'[]': want, '[1]': want * (1 + 2 ** -8), '[2]': want.flip(0),
+               '[3]': torch.full_like(want, float('nan'))}
+    timed = []
+
+    def clock(fn):
+        timed.append(fn())
+        return {'[]': 5.0, '[1]': 4.0}[str(timed[-1][1])]
+
+    monkeypatch.setattr(tuning, 'gpu_time_ms', clock)
+    choice = tuning.pick([[1], [2], [3], LIBRARY],
+                         lambda tiles: [outputs[str(tiles)], tiles], on_gpu=True,
+                         reference=LIBRARY)
+    assert choice.tiles == [1]
+    assert set(choice.timings) == {'[]', '[1]', '[2]', '[3]'}
+    assert choice.timings['[2]'].startswith('rejected: disagrees with []')
+    assert choice.timings['[3]'].startswith('rejected: disagrees with [] (max rel error inf')
+    assert 0 < choice.errors['[1]'] < tuning.agreement(want) < choice.errors['[2]']
+    assert tuning.agreement(want.float()) < tuning.agreement(want)
+
+
+def test_disagreement_is_relative_to_the_largest_reference_value():
+    want = torch.tensor([[100.0, -1.0], [0.5, 0.0]])
+    assert tuning.disagreement([want + 1.0], [want]) == 0.01
+    assert tuning.disagreement(want, want) == 0.0
+    assert tuning.disagreement(want[:1], want) == float('inf')  # another shape
+    assert tuning.disagreement([want, want], [want]) == float('inf')  # another count
