@@ -293,6 +293,23 @@ def test_expert_premade_mixed_with_other_forms_across_layers(optimised):
     assert calls.count('lamp.ada_geglu.default') == steps  # the first layer's gate_up
 
 
+def _switched_by_environment(passed, monkeypatch, variable, value, attribute, count):
+    """The expert stage lowered without `variable` (off the GPU: the switch stays 0, no
+    `count`), then with it set to `value` (every layer's ExpertKernels.<attribute> takes it,
+    `count` names every layer) -> (the switched stages, their expert layers)."""
+    monkeypatch.delenv(variable, raising=False)
+    plain = {'denoise': copy.deepcopy(passed['denoise'])}
+    assert count not in use_kernels(plain)
+    assert all(getattr(layer.expert_kernels, attribute) == 0
+               for layer in plain['denoise'].layers)
+    monkeypatch.setenv(variable, str(value))
+    switched = {'denoise': copy.deepcopy(passed['denoise'])}
+    layers = switched['denoise'].layers
+    assert use_kernels(switched)[count] == len(layers)
+    assert all(getattr(layer.expert_kernels, attribute) == value for layer in layers)
+    return switched, layers
+
+
 def test_expert_dependent_launch_mode_reaches_every_lamp_kernel(optimised, monkeypatch):
     """Dependent launch (on by default on Hopper GPUs; LAMP_EXPERT_PDL=2 asks for it here)
     puts every lamp kernel of the expert layers on programmatic dependent launch (the fused
@@ -300,15 +317,8 @@ def test_expert_dependent_launch_mode_reaches_every_lamp_kernel(optimised, monke
     (on the CPU the references ignore it), and the exported program carries the mode to the
     GPU. Off the GPU, without the variable, it stays off."""
     graph, _, passed, values = optimised
-    monkeypatch.delenv('LAMP_EXPERT_PDL', raising=False)
-    plain = {'denoise': copy.deepcopy(passed['denoise'])}
-    assert not any(k.startswith('expert_layer_pdl') for k in use_kernels(plain))
-    assert all(layer.expert_kernels.pdl == 0 for layer in plain['denoise'].layers)
-    monkeypatch.setenv('LAMP_EXPERT_PDL', '2')
-    switched = {'denoise': copy.deepcopy(passed['denoise'])}
-    counts = use_kernels(switched)
-    layers = switched['denoise'].layers
-    assert counts['expert_layer_pdl2'] == len(layers)
+    switched, layers = _switched_by_environment(passed, monkeypatch, 'LAMP_EXPERT_PDL', 2,
+                                                'pdl', 'expert_layer_pdl2')
     for i, layer in enumerate(layers):  # both forms of every part, as in the mixed test
         assert layer.expert_kernels.pdl == 2
         for j, part in enumerate(PARTS):
@@ -342,16 +352,9 @@ def test_expert_gated_gemms_take_descriptor_loads_where_asked(optimised, monkeyp
     tiles; the GPU kernel's bit-identity is test_triton_kernels' and expert_chain.py's). Off
     the GPU, without the variable, it stays off."""
     graph, _, passed, values = optimised
-    monkeypatch.delenv('LAMP_EXPERT_TMA', raising=False)
     monkeypatch.delenv('LAMP_EXPERT_PDL', raising=False)
-    plain = {'denoise': copy.deepcopy(passed['denoise'])}
-    assert 'expert_gated_tma' not in use_kernels(plain)
-    assert all(layer.expert_kernels.tma == 0 for layer in plain['denoise'].layers)
-    monkeypatch.setenv('LAMP_EXPERT_TMA', '1')
-    switched = {'denoise': copy.deepcopy(passed['denoise'])}
-    counts = use_kernels(switched)
-    layers = switched['denoise'].layers
-    assert counts['expert_gated_tma'] == len(layers)
+    switched, layers = _switched_by_environment(passed, monkeypatch, 'LAMP_EXPERT_TMA', 1,
+                                                'tma', 'expert_gated_tma')
     first, second = (layer.expert_kernels for layer in layers)
     first.tiles['gate_up'] = _premade_tiles(layers[0], 'gate_up')  # o makes its input: prep
     second.tiles['down'] = LIBRARY  # a library down takes no flag
