@@ -24,6 +24,13 @@ def run_sections(description: str, default_out: str, sections) -> dict:
         except Exception as exc:
             report[name] = f'failed: {type(exc).__name__}: {exc}'
             print(name, report[name], flush=True)
-        with open(args.out, 'w', encoding='utf-8') as f:
-            json.dump(report, f, indent=1)
+        save_report(report, args.out)
     return report
+
+
+def save_report(report: dict, path: str) -> None:
+    """Write the report so far to `path` (nothing when it is empty): called after every
+    section, so that a run cut short by a time limit keeps what it measured."""
+    if path:
+        with open(path, 'w', encoding='utf-8') as f:
+            json.dump(report, f, indent=1)

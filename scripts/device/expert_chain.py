@@ -49,6 +49,7 @@ import torch.nn.functional as F
 import triton
 import triton.language as tl
 
+from bench.probes import save_report
 from lamp_ros.kernels import ops, triton_expert as te, triton_kernels as tk, tuning
 from lamp_ros.kernels import triton_premade as tp
 
@@ -463,23 +464,16 @@ def main():
         print('premade check', report['premade_check'], flush=True)
     report['counters_left'] = int(counters.abs().sum())
     report['kernel_resources'] = kernel_resources()
-    save(report, args.out)
+    save_report(report, args.out)
     if args.gemms:
         report['gemms'] = check_gemms(layers[0], x, counters)
-        save(report, args.out)
+        save_report(report, args.out)
     if args.no_attention:
         return
     report['attention'] = check_attention(dev)
     for k, v in report['attention'].items():
         print(k, v, flush=True)
-    save(report, args.out)
-
-
-def save(report: dict, path: str) -> None:
-    """After every section: a run cut short by a time limit keeps what it measured."""
-    if path:
-        with open(path, 'w', encoding='utf-8') as f:
-            json.dump(report, f, indent=1)
+    save_report(report, args.out)
 
 
 if __name__ == '__main__':

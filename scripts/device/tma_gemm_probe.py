@@ -33,7 +33,6 @@ gate_up 8.93, 12.0 and 12.1.
 
 import argparse
 import itertools
-import json
 import time
 
 import torch
@@ -42,6 +41,7 @@ import triton
 import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
+from bench.probes import save_report
 from lamp_ros.kernels import triton_expert as te, triton_kernels as tk, triton_premade as tp
 from lamp_ros.kernels.triton_kernels import gelu_tanh as _gelu_tanh
 
@@ -348,7 +348,7 @@ def main():
               'normed': {}}
     for part in filter(None, args.normed.split(',')):
         time_ada(part, report)
-        save(report, args.out)
+        save_report(report, args.out)
     for part in filter(None, args.parts.split(',')):
         n, k = PARTS[part]
         ws = [(torch.randn(n, k, device=dev) / k ** 0.5).to(torch.bfloat16)
@@ -371,13 +371,7 @@ def main():
                 row[c.name()] = {'failed': f'{type(exc).__name__}: {str(exc)[-160:]}'}
         show(part, row, time.time() - t0)
         report['parts'][part] = row
-        save(report, args.out)
-
-
-def save(report: dict, path: str) -> None:
-    if path:
-        with open(path, 'w', encoding='utf-8') as f:
-            json.dump(report, f, indent=1)
+        save_report(report, args.out)
 
 
 if __name__ == '__main__':

@@ -56,6 +56,7 @@ import torch
 
 sys.path.insert(0, os.getcwd())
 from bench.hopper_ptx import HELPERS, mma_tile_source, pack_tiles, wgmma_asm  # noqa: E402
+from bench.probes import save_report  # noqa: E402
 
 K = 64
 N = 64
@@ -284,12 +285,12 @@ def main():
             key = f'swap={swap}' + (' trans_b' if trans_b else '')
             report[key] = tile_case(kernel, a, bmat, want, swap, trans_b)
             print(key, report[key], flush=True)
-    save(report, args.out)
+    save_report(report, args.out)
     if args.tile_only:
         return None
     stream_section(report)
     print(json.dumps(report, indent=1), flush=True)
-    return save(report, args.out)
+    return save_report(report, args.out)
 
 
 def tile_case(kernel, a, bmat, want, swap: int, trans_b: bool):
@@ -313,11 +314,6 @@ def tile_case(kernel, a, bmat, want, swap: int, trans_b: bool):
             'max_rel_error_fragment_layout': float((got - ref).abs().max() / scale),
             'share_of_accumulators_found_in_reference': float(
                 (nearest <= 1e-3 * scale).float().mean())}
-
-
-def save(report: dict, path: str) -> None:
-    with open(path, 'w', encoding='utf-8') as f:
-        json.dump(report, f, indent=1)
 
 
 if __name__ == '__main__':
