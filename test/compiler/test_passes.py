@@ -36,6 +36,8 @@ EXPECTED = {
     'fold_euler_update': {'denoise': {'dt': -0.1, 'steps': 10}},
     'fold_constants': {'prefix': {'rope_positions': [-1, 287]},
                        'denoise': {'rope_positions': [0, 337], 'time_embedding_steps': 10}},
+    'patch_embed_as_gemm': {'vision': {'patch_embed': 'conv -> gemm', 'gemm': [2352, 64],
+                                       'patches': 64}},
     'fuse_attention': {'prefix': {'attention_layers': 2}, 'denoise': {'attention_layers': 2}},
     'fp8_prefix_mlp': {'prefix': {'mlp_layers': 2, 'linears': 6, 'parameters_fp8': 196608}},
 }
@@ -180,8 +182,8 @@ def test_passes_remove_linears_and_parameters(stages):
 def test_pass_names_and_order():
     assert [p.__name__ for p in PASSES] == list(PASS_NAMES) == [
         'fold_norm_affine', 'merge_projections', 'precompute_time_conditioning',
-        'remove_unread_work', 'fold_euler_update', 'fold_constants', 'fuse_attention',
-        'fp8_prefix_mlp']
+        'remove_unread_work', 'fold_euler_update', 'fold_constants', 'patch_embed_as_gemm',
+        'fuse_attention', 'fp8_prefix_mlp']
     assert APPROXIMATE == ('fp8_prefix_mlp',)
     assert enabled_passes({'fold_constants': True, 'fold_norm_affine': True,
                            'merge_projections': False}) == ('fold_norm_affine', 'fold_constants')
@@ -294,3 +296,23 @@ def test_fp8_artifact_parity_and_lamp_diff(fp8_artifact, opt_artifact):
     assert {w['node'] for w in report['weights_changed']} == {'prefix'}
     assert weights['layers.0.mlp.down_proj.codes'] == 'added'
     assert weights['layers.0.mlp.down_proj.weight'] == 'removed'
+
+
+def test_patch_linear_is_the_convolution_at_the_full_patch_size():
+    """14 x 14 x 3 patches (588 values, padded with zeros to 592 for aligned GEMM rows): the
+    GEMM over unfolded channels-last pixels is the Conv2d on NCHW plus the position table."""
+    from lamp_ros.compiler.passes.modules import PatchLinear
+    torch.manual_seed(0)
+    conv = torch.nn.Conv2d(3, 16, 14, stride=14)
+    pos = torch.randn(9, 16)
+    pixels = torch.randn(2, 42, 42, 3)
+    patch = PatchLinear.from_conv(conv, pos)
+    assert patch.weight.shape == (16, 592) and not patch.weight[:, 588:].any()
+    want = conv(pixels.permute(0, 3, 1, 2)).flatten(2).transpose(1, 2) + pos
+    torch.testing.assert_close(patch(pixels), want, atol=1e-5, rtol=0)
+    for bad in (torch.nn.Conv2d(3, 16, 14, stride=7), torch.nn.Conv2d(3, 16, 14, stride=14,
+                                                                      padding=1)):
+        with pytest.raises(ValueError, match='not a patch embedding'):
+            PatchLinear.from_conv(bad, pos)
+    with pytest.raises(ValueError, match='do not tile a square'):
+        PatchLinear.from_conv(conv, torch.randn(8, 16))

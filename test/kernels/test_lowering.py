@@ -129,8 +129,8 @@ def test_residual_adds_run_in_the_norms(optimised):
     """Where a GEMM cannot take the residual in its epilogue (the vision's biased out_proj and
     fc2, the prefix's FP8 down projection), the add runs in the kernel of the norm that reads
     the sum: the exported programs call `lamp::add_norm`, and no add kernel is left for a
-    residual (the vision's one add is its positions; the prefix's are the CPU's FP8 rounding
-    reference, which the GPU does in `lamp::fp8_rows`)."""
+    residual (the vision's one add is its positions, after the patch GEMM; the prefix's are
+    the CPU's FP8 rounding reference, which the GPU does in `lamp::fp8_rows`)."""
     graph, _, passed, values = optimised
     for node_id, fused in (('vision', 2 * len(passed['vision'].blocks)), ('prefix', 1)):
         switched = {node_id: copy.deepcopy(passed[node_id])}
@@ -143,7 +143,7 @@ def test_residual_adds_run_in_the_norms(optimised):
         adds = [n.meta.get('stack_trace', '').strip().splitlines()[-1] for n in calls
                 if str(n.target) == 'aten.add.Tensor']
         if node_id == 'vision':
-            assert len(adds) == 1 and 'self.patches(' in adds[0], adds
+            assert len(adds) == 1 and 'self.table' in adds[0], adds  # after the patch GEMM
         else:
             residual = ('pending', 'attend', 'mlp_')
             assert not [x for x in adds if any(w in x for w in residual)], adds

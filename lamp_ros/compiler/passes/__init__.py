@@ -17,6 +17,7 @@ from lamp_ros.compiler.passes.fold_norm_affine import fold_norm_affine
 from lamp_ros.compiler.passes.fp8_prefix_mlp import fp8_prefix_mlp
 from lamp_ros.compiler.passes.fuse_attention import fuse_attention
 from lamp_ros.compiler.passes.merge_projections import merge_projections
+from lamp_ros.compiler.passes.patch_embed_as_gemm import patch_embed_as_gemm
 from lamp_ros.compiler.passes.precompute_time_conditioning import precompute_time_conditioning
 from lamp_ros.compiler.passes.remove_unread_work import remove_unread_work
 
@@ -33,6 +34,8 @@ PASSES = [
     fold_euler_update,
     # RoPE tables, the embedding scale, the time embedding if still computed
     fold_constants,
+    # the vision's patch-embedding convolution as one GEMM, positions in its bias table
+    patch_embed_as_gemm,
     # attention as one scaled_dot_product_attention call per layer
     fuse_attention,
     # the prefix's MLP GEMMs in FP8 (last: it quantises the folded, merged weights)

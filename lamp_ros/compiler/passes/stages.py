@@ -12,9 +12,9 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from lamp_ros.compiler.passes.modules import add_then_norm
+from lamp_ros.compiler.passes.modules import add_then_norm, PatchLinear
 from lamp_ros.policies.pi05 import assemble_prefix, posemb_sincos, suffix_attention
-from lamp_ros.policies.siglip import VisionEncoder
+from lamp_ros.policies.siglip import to_model_range, VisionEncoder
 
 
 def attention_bias(layers, mask: torch.Tensor, dtype):
@@ -39,7 +39,14 @@ class VisionStage(nn.Module):
     def norm_readers(self) -> list:
         return [('post_norm', [self.projector])]
 
-    patches = VisionEncoder.patches  # the eager encoder's own code over the same names
+    def patches(self, images: torch.Tensor) -> torch.Tensor:
+        """The eager encoder's own code over the same names, or, once patch_embed_as_gemm
+        made the conv a `PatchLinear` (the positions in its table), that GEMM on the pixels
+        as they come, channels last."""
+        if not isinstance(self.patch_embed, PatchLinear):
+            return VisionEncoder.patches(self, images)
+        images = to_model_range(images.reshape(-1, *images.shape[-3:]))
+        return self.patch_embed(images.to(self.patch_embed.weight.dtype))
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         # The eager encoder's math, each residual add carried to the norm that reads its sum
