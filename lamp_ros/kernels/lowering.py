@@ -169,8 +169,9 @@ NK, KN = [0], [1]  # the weight-layout choices' tiles: (out, in) as nn.Linear, o
 def _layout_sites(stage) -> tuple:
     """(rows of the stage's GEMMs, [(owner, attribute)] of its plain nn.Linears that are only
     ever called as modules: the vision blocks' q/k/v, out_proj and fc2, the prefix layers'
-    q/k/v. Not fc1, whose GELU epilogue reads its weight, nor the prefix's o, whose residual
-    epilogue does.) The vision's rows are its images' patches, timed at the policy's camera
+    q/k/v, and their o where the MLP's norm adds its residual (defers_attention_residual).
+    Not fc1, whose GELU epilogue reads its weight, nor an o whose residual epilogue does.) The
+    vision's rows are its images' patches, timed at the policy's camera
     slots."""
     if isinstance(stage, VisionStage):
         sites = [(b.attn_in, attr) for b in stage.blocks for attr, _, _ in b.attn_in.parts]
@@ -179,6 +180,8 @@ def _layout_sites(stage) -> tuple:
     else:
         sites = [(layer.attn.in_proj, attr) for layer in stage.layers
                  for attr, _, _ in layer.attn.in_proj.parts]
+        sites += [(layer.attn, 'o_proj') for layer in stage.layers
+                  if layer.defers_attention_residual]
         rows = stage.cfg.prefix_len
     return rows, [(owner, attr) for owner, attr in sites
                   if type(getattr(owner, attr)) is torch.nn.Linear]

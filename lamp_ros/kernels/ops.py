@@ -225,6 +225,27 @@ def _(x, eps):
     return _fp8_fake(x)
 
 
+@torch.library.custom_op('lamp::add_rms_norm_fp8', mutates_args=())
+def add_rms_norm_fp8(x: torch.Tensor, residual: torch.Tensor,
+                     eps: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(x + residual in x's dtype, and its unit RMSNorm as FP8 rows) in one pass: the prefix's
+    attention output added to the residual stream by the kernel that makes the MLP's FP8 rows,
+    where a GEMM epilogue would have had torch copy the residual into its output first."""
+    if x.is_cuda:
+        return _triton().fp8_rows(x, eps=eps, residual=residual)
+    return add_rms_norm_fp8_reference(x, residual, eps)
+
+
+def add_rms_norm_fp8_reference(x, residual, eps):
+    total = (x.float() + residual.float()).to(x.dtype)
+    return (total, *rms_norm_fp8_reference(total, eps))
+
+
+@add_rms_norm_fp8.register_fake
+def _(x, residual, eps):
+    return (torch.empty_like(x), *_fp8_fake(x))
+
+
 @torch.library.custom_op('lamp::geglu_fp8', mutates_args=())
 def geglu_fp8(gate: torch.Tensor, up: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """gelu_tanh(gate) * up as FP8 rows in one pass (the product never stored in bf16)."""
@@ -516,5 +537,6 @@ def _(q, k, v, mask, heads, scale, tiles):
 
 OPERATORS = ('lamp::rms_norm', 'lamp::layer_norm', 'lamp::add_norm', 'lamp::rope',
              'lamp::rope_qk', 'lamp::geglu', 'lamp::fp8_rows', 'lamp::rms_norm_fp8',
-             'lamp::geglu_fp8', 'lamp::masked_softmax', 'lamp::ada_linear', 'lamp::ada_geglu',
-             'lamp::gated_linear', 'lamp::mqa_attention', 'lamp::mqa_flash')
+             'lamp::add_rms_norm_fp8', 'lamp::geglu_fp8', 'lamp::masked_softmax',
+             'lamp::ada_linear', 'lamp::ada_geglu', 'lamp::gated_linear', 'lamp::mqa_attention',
+             'lamp::mqa_flash')

@@ -188,18 +188,24 @@ def geglu(gate, up, pdl=0):
 
 
 @triton.jit
-def _fp8_rows_kernel(x_ptr, up_ptr, codes_ptr, scale_ptr, stride_x, stride_up, n_cols, eps,
-                     GEGLU: tl.constexpr, NORM: tl.constexpr, BLOCK: tl.constexpr,
-                     EVICT: tl.constexpr):
+def _fp8_rows_kernel(x_ptr, up_ptr, r_ptr, s_ptr, codes_ptr, scale_ptr, stride_x, stride_up,
+                     stride_r, n_cols, eps, GEGLU: tl.constexpr, NORM: tl.constexpr,
+                     ADD: tl.constexpr, BLOCK: tl.constexpr, EVICT: tl.constexpr):
     """One row per program: the row (or gelu_tanh(gate) * up, or the row's unit RMSNorm
-    rounded to the row's dtype as the norm kernel stores it) in float32, its power-of-two
-    scale from the largest magnitude's exponent bits (ops.fp8_scale: amax / scale in
-    (224, 448]), then the codes, rounded to nearest even by the cast."""
+    rounded to the row's dtype as the norm kernel stores it; with ADD the norm of x + r, the
+    sum stored in x's dtype as the eager add rounds it) in float32, its power-of-two scale
+    from the largest magnitude's exponent bits (ops.fp8_scale: amax / scale in (224, 448]),
+    then the codes, rounded to nearest even by the cast."""
     row = tl.program_id(0)
     cols = tl.arange(0, BLOCK)
     inside = cols < n_cols
     x = tl.load(x_ptr + row * stride_x + cols, mask=inside, other=0.0,
                 eviction_policy=EVICT).to(tl.float32)
+    if ADD:
+        r = tl.load(r_ptr + row * stride_r + cols, mask=inside, other=0.0).to(tl.float32)
+        total = (x + r).to(s_ptr.dtype.element_ty)
+        tl.store(s_ptr + row * n_cols + cols, total, mask=inside)
+        x = total.to(tl.float32)
     if GEGLU:
         u = tl.load(up_ptr + row * stride_up + cols, mask=inside, other=0.0,
                     eviction_policy=EVICT).to(tl.float32)
@@ -216,21 +222,25 @@ def _fp8_rows_kernel(x_ptr, up_ptr, codes_ptr, scale_ptr, stride_x, stride_up, n
     tl.store(codes_ptr + row * n_cols + cols, codes.to(codes_ptr.dtype.element_ty), mask=inside)
 
 
-def fp8_rows(x, up=None, eps=None, warps=None, evict=''):
-    """x (..., K) [GeGLU'd with up] [RMS-normed with eps] -> (codes (..., K) float8_e4m3fn,
-    scale (..., 1) float32); see ops.fp8_rows. `warps` and `evict` (the loads' L2 eviction
-    policy) are for scripts/device/fp8_rows_probe.py, which times them."""
+def fp8_rows(x, up=None, eps=None, residual=None, warps=None, evict=''):
+    """x (..., K) [GeGLU'd with up] [plus residual, then RMS-normed with eps] -> (codes (..., K)
+    float8_e4m3fn, scale (..., 1) float32), with a residual (x + residual, codes, scale); see
+    ops.fp8_rows. `warps` and `evict` (the loads' L2 eviction policy) are for
+    scripts/device/fp8_rows_probe.py, which times them."""
     a = rows(x)
     u = rows(up) if up is not None else a
+    r = rows(residual) if residual is not None else a
     m, n = a.shape
     codes = torch.empty((m, n), dtype=torch.float8_e4m3fn, device=x.device)
     scale = torch.empty((m, 1), dtype=torch.float32, device=x.device)
+    total = torch.empty((m, n), dtype=x.dtype, device=x.device) if residual is not None else a
     block = triton.next_power_of_2(n)
-    _fp8_rows_kernel[(m,)](a, u, codes, scale, a.stride(0), u.stride(0), n,
-                           0.0 if eps is None else eps, GEGLU=up is not None,
-                           NORM=eps is not None, BLOCK=block, EVICT=evict,
-                           num_warps=warps or max(4, min(16, block // 1024)))
-    return codes.view(*x.shape), scale.view(*x.shape[:-1], 1)
+    _fp8_rows_kernel[(m,)](a, u, r, total, codes, scale, a.stride(0), u.stride(0), r.stride(0),
+                           n, 0.0 if eps is None else eps, GEGLU=up is not None,
+                           NORM=eps is not None, ADD=residual is not None, BLOCK=block,
+                           EVICT=evict, num_warps=warps or max(4, min(16, block // 1024)))
+    out = codes.view(*x.shape), scale.view(*x.shape[:-1], 1)
+    return out if residual is None else (total.view(x.shape), *out)
 
 
 @triton.jit

@@ -129,6 +129,21 @@ def check_fp8() -> bool:
               f'{same_scale} ({status}); '
               f'kernel {t_fast * 1e3:7.1f} us, eager chain {t_ref * 1e3:7.1f} us', flush=True)
         ok &= status == 'ok'
+    # the prefix's attention output added to x in the kernel that makes the MLP's FP8 rows
+    r = torch.randn(1, 968, 2048, dtype=bf16, device=dev)
+    (total, codes, scale) = triton_kernels.fp8_rows(x, eps=1e-6, residual=r)
+    want_total, want_codes, want_scale = ops.add_rms_norm_fp8_reference(x, r, 1e-6)
+    differ = int((codes.float() != want_codes).sum())
+    fine = (torch.equal(total, want_total) and torch.equal(scale, want_scale)
+            and differ <= 1e-5 * codes.numel()
+            and float(ops.e4m3_steps(codes.float(), want_codes).max()) <= 1)
+    t_fast = tuning.gpu_time_ms(lambda: triton_kernels.fp8_rows(x, eps=1e-6, residual=r))
+    t_two = tuning.gpu_time_ms(lambda: triton_kernels.fp8_rows(x + r, eps=1e-6))
+    print(f'{"add_rms_norm_fp8 968x2048":34s} sums equal {torch.equal(total, want_total)}, '
+          f'codes differing {differ}, scales equal {torch.equal(scale, want_scale)} '
+          f'({"ok" if fine else "MISMATCH"}); kernel {t_fast * 1e3:7.1f} us, add then '
+          f'rms_norm_fp8 {t_two * 1e3:7.1f} us', flush=True)
+    ok &= fine
     for n, k, fast in ((32768, 2048, False), (32768, 2048, True), (2048, 16384, False)):
         linear = torch.nn.Linear(k, n, bias=False, device=dev, dtype=bf16)
         fp8 = Fp8Linear.from_linear(linear, fast_accumulation=fast)

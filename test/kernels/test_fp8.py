@@ -51,6 +51,18 @@ def test_fp8_rows_reference_and_the_geglu_form():
         assert torch.equal(got, want)
 
 
+def test_add_rms_norm_fp8_is_the_add_then_the_norm_rows():
+    """lamp::add_rms_norm_fp8 on the CPU: the sum rounded to x's dtype as the eager add rounds
+    it, then exactly rms_norm_fp8 of that sum."""
+    torch.manual_seed(0)
+    x, r = torch.randn(2, 7, 64, dtype=torch.bfloat16), torch.randn(2, 7, 64) * 3
+    r = r.to(torch.bfloat16)
+    total, codes, scale = ops.add_rms_norm_fp8(x, r, 1e-6)
+    assert torch.equal(total, x + r) and total.dtype == torch.bfloat16
+    want_codes, want_scale = ops.rms_norm_fp8_reference(x + r, 1e-6)
+    assert torch.equal(codes, want_codes) and torch.equal(scale, want_scale)
+
+
 def test_fp8_linear_is_the_linear_of_the_quantised_numbers():
     torch.manual_seed(0)
     linear = torch.nn.Linear(64, 48)

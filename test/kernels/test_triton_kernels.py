@@ -81,10 +81,14 @@ def test_fp8_rows_match_the_reference():
     gate, up = torch.randn(4, 2 * 1500).split(1500, -1)
     normed = x[[0, 1, 3, 4]]  # rms_norm_fp8 (float32 here; bf16 on the GPU: kernels_check.py)
     norm_fp8 = ops.rms_norm_fp8_reference(normed, 1e-6)
+    residual = torch.randn(4, 3000)
+    total, *added = triton_kernels.fp8_rows(normed, eps=1e-6, residual=residual)
+    want_total, *want_added = ops.add_rms_norm_fp8_reference(normed, residual, 1e-6)
+    assert torch.equal(total, want_total)
     for (codes, scale), (want, want_scale) in (
             (triton_kernels.fp8_rows(x), ops.fp8_rows_reference(x)),
             (triton_kernels.fp8_rows(gate, up), ops.geglu_fp8_reference(gate, up)),
-            (triton_kernels.fp8_rows(normed, eps=1e-6), norm_fp8)):
+            (triton_kernels.fp8_rows(normed, eps=1e-6), norm_fp8), (added, want_added)):
         assert codes.dtype == torch.float8_e4m3fn and torch.equal(scale, want_scale)
         got = codes.float()
         carried = (got * 2 == want) & (torch.frexp(want)[0].abs() == 0.5)

@@ -517,18 +517,42 @@ class DecoderLayer(nn.Module):
             return add_linear(x, self.mlp.down_proj, self.mlp.hidden(h))
         return torch.addcmul(x, self.mlp(h), gate)
 
-    def mlp_deferred(self, x) -> tuple:
+    @property
+    def defers_attention_residual(self) -> bool:
+        """The attention output is added to x by the kernel that norms the sum into the FP8
+        rows of the MLP (`lamp::add_rms_norm_fp8`), not in the o GEMM's epilogue: for a 2-D
+        residual torch's addmm first copies it into its output (on the H200 a 4 MB device copy,
+        3.5 us, in each of the prefix's layers), and the fused norm reads it anyway."""
+        norm = self.post_attn_norm
+        return (self.kernel and self.attn.fused and not self.kv_only and self.mlp.fp8
+                and self.mlp.fp8_in and isinstance(norm, UnitRMSNorm) and not norm.CENTER
+                and norm.kernel)
+
+    def attend_deferred(self, x, p: dict, mask, bias) -> tuple:
+        """(x, attention output) where the MLP's norm adds them (defers_attention_residual),
+        else (x + attention output, None)."""
+        if not self.defers_attention_residual:
+            return self.attend_add(x, p, mask, bias), None
+        return x, self.attn.o_proj(self.attn.attention(p['q'], p['k'], p['v'], mask, bias))
+
+    def mlp_deferred(self, x, pending=None) -> tuple:
         """(x, mlp(post_attn_norm(x))) with the add left to the next layer's input norm
         (add_then_norm) where the GEMM cannot take the residual (torch._scaled_mm, on the
         kernel path); else (x + mlp(post_attn_norm(x)), None). On that path, with gate/up in
         FP8 too, one kernel norms x and makes the FP8 rows they read (`lamp::rms_norm_fp8`):
-        the normed rows are never stored."""
+        the normed rows are never stored. `pending`: the attention output still to be added
+        to x (attend_deferred), which that kernel adds first (`lamp::add_rms_norm_fp8`)."""
         norm = self.post_attn_norm
+        if pending is not None and not self.defers_attention_residual:
+            x, pending = x + pending, None
         if not (self.kernel and self.mlp.fp8):
             return self.mlp_add(x, norm(x)), None
-        if isinstance(norm, UnitRMSNorm) and not norm.CENTER and norm.kernel \
-                and self.mlp.fp8_in:
-            return x, self.mlp.from_rows(*kernel_ops.rms_norm_fp8(x, norm.eps), x.dtype)
+        if self.defers_attention_residual:
+            if pending is None:
+                codes, scale = kernel_ops.rms_norm_fp8(x, norm.eps)
+            else:
+                x, codes, scale = kernel_ops.add_rms_norm_fp8(x, pending, norm.eps)
+            return x, self.mlp.from_rows(codes, scale, x.dtype)
         return x, self.mlp(norm(x))
 
     def norm_readers(self) -> list:

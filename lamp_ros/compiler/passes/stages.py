@@ -89,8 +89,8 @@ class PrefixStage(nn.Module):
             if layer.kv_only:
                 pending = None
                 continue
-            x = layer.attend_add(x, p, attn_mask, bias)
-            x, pending = layer.mlp_deferred(x)
+            x, attended = layer.attend_deferred(x, p, attn_mask, bias)
+            x, pending = layer.mlp_deferred(x, attended)
         if pending is not None:
             x = x + pending
         if self.final_norm is not None:
