@@ -56,7 +56,8 @@ def test_the_h200_cache_covers_pi05_full_with_current_candidates():
     for shape in (f'{patches}x{v.width}->{3 * v.width} +bias', f'{patches}x{v.width}->{v.width} '
                   f'+bias', f'{patches}x{v.mlp_dim}->{v.width} +bias',
                   f'{cfg.prefix_len}x{llm.width}->{llm.num_heads * llm.head_dim + kv}',
-                  f'{cfg.prefix_len}x{llm.width}->{kv}'):
+                  f'{cfg.prefix_len}x{llm.width}->{kv}',
+                  f'{cfg.prefix_len}x{llm.num_heads * llm.head_dim}->{llm.width}'):  # the o
         candidates[f'linear {shape}'] = [lowering.NK, lowering.KN]
     assert set(cache['tiles']) == set(candidates)
     for key, tiles in cache['tiles'].items():
