@@ -380,6 +380,7 @@ class PatchLinear(nn.Module):
         self.patch, self.channels = patch, channels
         self.side = math.isqrt(table.shape[0])  # patches along a side of the square image
         self.length = patch * patch * channels  # a patch's values before the zero pad
+        self.padded = weight.shape[1]  # and after it
 
     @classmethod
     @torch.no_grad()
@@ -401,8 +402,8 @@ class PatchLinear(nn.Module):
         p, side = self.patch, self.side
         patches = images.reshape(-1, side, p, side, p, self.channels).transpose(2, 3)
         patches = patches.reshape(-1, side * side, self.length)
-        if self.weight.shape[1] != self.length:
-            patches = F.pad(patches, (0, self.weight.shape[1] - self.length))
+        if self.padded != self.length:
+            patches = F.pad(patches, (0, self.padded - self.length))
         return F.linear(patches, self.weight) + self.table
 
 
