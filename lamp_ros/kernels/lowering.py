@@ -8,7 +8,9 @@ stage call instead of per layer (`lamp::rope_qk`: a layer's q and k in one launc
 `lamp::geglu`, and residual adds move into the GEMM epilogue (`addmm` with beta = 1; `addcmul`
 where the adaRMS gate scales the branch), FP8 linears (the fp8_prefix_mlp pass) of a bf16 stage
 become float8 codes for torch._scaled_mm with their rows quantised by `lamp::fp8_rows`,
-`lamp::rms_norm_fp8` (the norm before them, in the same pass) or `lamp::geglu_fp8`, and an
+`lamp::rms_norm_fp8` (the norm before them, in the same pass; `lamp::add_rms_norm_fp8` when the
+attention output is still to be added: DecoderLayer.defers_attention_residual) or
+`lamp::geglu_fp8`, and an
 attention fused by its pass with one K/V head becomes two GEMMs with every query head as rows
 around `lamp::masked_softmax` (on the H200 the fused cuDNN kernel, given one (batch, head) of work,
 ran 93 us per call at the expert's 50 queries: 53% of the inference), and the vision blocks' fc1
