@@ -34,3 +34,26 @@ def save_report(report: dict, path: str) -> None:
     if path:
         with open(path, 'w', encoding='utf-8') as f:
             json.dump(report, f, indent=1)
+
+
+def graph_replay_ms(fn, runs: int, warmups: int = 3) -> tuple:
+    """fn() captured once into a CUDA graph (after `warmups` calls on a side stream, so that
+    lazy compiles and allocations happen outside the capture) and replayed `runs` times ->
+    ([ms of each replay, between two CUDA events], what the captured call returned)."""
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):
+        for _ in range(warmups):
+            fn()
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = fn()
+    times = []
+    for _ in range(runs):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        graph.replay()
+        b.record()
+        torch.cuda.synchronize()
+        times.append(a.elapsed_time(b))
+    return times, out

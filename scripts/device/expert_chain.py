@@ -49,7 +49,7 @@ import torch.nn.functional as F
 import triton
 import triton.language as tl
 
-from bench.probes import save_report
+from bench.probes import graph_replay_ms, save_report
 from lamp_ros.kernels import ops, triton_expert as te, triton_kernels as tk, tuning
 from lamp_ros.kernels import triton_premade as tp
 
@@ -305,22 +305,7 @@ def kernel_resources() -> dict:
 
 
 def time_graph(fn, runs=50):
-    stream = torch.cuda.Stream()
-    with torch.cuda.stream(stream):
-        for _ in range(3):
-            fn()
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        out = fn()
-    times = []
-    for _ in range(runs):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        graph.replay()
-        b.record()
-        torch.cuda.synchronize()
-        times.append(a.elapsed_time(b))
+    times, out = graph_replay_ms(fn, runs, warmups=3)
     return float(torch.tensor(times).median()), out.clone()
 
 

@@ -41,7 +41,7 @@ import triton
 import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
-from bench.probes import save_report
+from bench.probes import graph_replay_ms, save_report
 from lamp_ros.kernels import triton_expert as te, triton_kernels as tk, triton_premade as tp
 from lamp_ros.kernels.triton_kernels import gelu_tanh as _gelu_tanh
 
@@ -315,22 +315,7 @@ def candidates(n, k) -> list:
 
 def per_layer_us(fn, runs=40) -> float:
     """fn() makes the 18 layers' calls; the graph of them replayed, median per layer."""
-    stream = torch.cuda.Stream()
-    with torch.cuda.stream(stream):
-        fn()
-        fn()
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        fn()
-    times = []
-    for _ in range(runs):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        graph.replay()
-        b.record()
-        torch.cuda.synchronize()
-        times.append(a.elapsed_time(b))
+    times, _ = graph_replay_ms(fn, runs, warmups=2)
     return 1e3 * sorted(times)[len(times) // 2] / LAYERS
 
 
