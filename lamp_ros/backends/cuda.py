@@ -111,10 +111,10 @@ class HostInputs:
     An input numpy can hold (the pixels, token ids, masks) is filled through a numpy view of its
     buffer: one thread's memcpy. torch's `copy_` spreads a copy this large (the pixels: 451,584
     bytes) over its CPU thread pool, and waking that pool cost the H200 machine's 16-core host
-    0.2 ms a call at the median and 1.2 / 4.2 ms at p90 / p99
-    (bench/results/inference_overhead_h200.json). bf16 inputs (the noise, the state; a few KB)
-    have no numpy type and are cast by torch. A feed of another kind (float pixels for a uint8
-    input) is refused, naming the input, instead of cast."""
+    0.32 ms a call at the median and 2.2 ms at p99, against 0.065 and 0.12 for the numpy copy
+    (bench/results/inference_overhead_h200.json, side by side). bf16 inputs (the noise, the
+    state; a few KB) have no numpy type and are cast by torch. A feed of another kind (float
+    pixels for a uint8 input) is refused, naming the input, instead of cast."""
 
     def __init__(self, torch, names, specs, pin_memory: bool):
         self.names = tuple(names)

@@ -3,7 +3,7 @@
     python3 scripts/device/inference_overhead.py ARTIFACT [--runs 200] [--out FILE]
 
 ARTIFACT is a cuda artifact (pi05_full built on this GPU). Sections, each written to the report
-as soon as it is measured (bench/probes.py):
+as soon as it is measured (bench/probes.save_report):
   runtime        Runtime.run in sync mode, every tick inferring, as bench/gpu_pi05.py times it:
                  the profiler's p50 and p99 of the inference, of each group and node, and of the
                  GPU; runtime_gc_frozen the same after gc.freeze() (what the ROS node does)
@@ -31,8 +31,8 @@ import cv2
 import numpy as np
 import torch
 
+from bench.probes import save_report
 from lamp_ros.ops.image import preprocess_image
-
 from lamp_ros.runtime import Runtime
 from lamp_ros.runtime.loop import synthetic_observation
 
@@ -202,8 +202,7 @@ def main() -> None:
         except Exception as exc:  # keep the other sections' figures
             report[name] = f'failed: {type(exc).__name__}: {exc}'
         print(json.dumps(report[name], indent=1), flush=True)
-        with open(args.out, 'w', encoding='utf-8') as f:
-            json.dump(report, f, indent=1)
+        save_report(report, args.out)
 
 
 if __name__ == '__main__':
