@@ -11,12 +11,16 @@ machine: export records the device.
 Run side (needs torch with CUDA on the robot; CPU artifacts never load this module): load the
 program (after importing kernels/ops.py, which registers the `lamp::` operators it names), bind
 the weights from weights/<node>.safetensors (the checksummed canonical copy),
-allocate static input buffers once, warm up, and capture one CUDA graph of the whole group
-with its transfers in it: the inputs' copies from pinned host buffers, the program, the outputs'
-copies to pinned host buffers. A run fills the pinned inputs (numpy, on the CPU), replays the
-graph, waits once, and reads the pinned outputs: no pageable copy that blocks the CPU per input,
-no launch outside the graph. Stages the spec names in `fusion.side_stream` are captured from a
-second stream (stage_streams.py): the expert's first Euler step then runs next to the prefix.
+allocate static input buffers once, warm up, and capture the group with its transfers in it:
+the inputs' copies from pinned host buffers, the program, the outputs' copies to pinned host
+buffers. A run fills the pinned inputs (numpy, on the CPU), replays, waits once, and reads the
+pinned outputs: no pageable copy that blocks the CPU per input, no launch outside the graphs.
+Two graphs sharing one memory pool when the group's first stage reads only inputs of its own
+(graph_phases.py): the vision encoder with the pixels' copy, then the rest, so that the runtime
+can `start` the first while its host stages still tokenise and sample (runtime/schedule.py),
+and `finish` with the rest; `run` does both. Stages the spec names in `fusion.side_stream` are
+captured from a second stream (stage_streams.py): the expert's first Euler step then runs next
+to the prefix.
 AOTInductor packages would be the natural format but crash at load on the H200 image
 (FIELD-NOTES), hence the exported program + CUDA graph.
 """
@@ -123,8 +127,10 @@ class HostInputs:
                                     pin_memory=pin_memory) for s in specs]
         self.views = [None if b.dtype == torch.bfloat16 else b.numpy() for b in self.buffers]
 
-    def fill(self, feeds: dict) -> None:
-        for name, buffer, view in zip(self.names, self.buffers, self.views):
+    def fill(self, feeds: dict, positions=None) -> None:
+        """Copy feeds into the buffers: all of them, or those at `positions`."""
+        for i in range(len(self.names)) if positions is None else positions:
+            name, buffer, view = self.names[i], self.buffers[i], self.views[i]
             value = np.asarray(feeds[name])
             if value.shape != tuple(buffer.shape):
                 raise ValueError(f'{name}: shape {value.shape}, the captured graph needs '
@@ -140,7 +146,12 @@ class HostInputs:
 
 
 class CudaGraphRunner:
-    """Static buffers + one captured CUDA graph for the whole group.
+    """Static buffers + the group captured as CUDA graphs: one, or two (`phases`).
+
+    `first_stage_inputs` (the group's first stage's input values; `load` passes them) lets
+    the first stage be captured apart when it reads nothing else (graph_phases.split); None
+    captures one graph. `early_inputs` names what `start` copies; `phases` is the split's
+    summary, or None.
 
     `side_stages` (default: the plan's, from the spec's `fusion.side_stream`) are captured
     from a second stream (stage_streams.py), so the graph's edges are the program's data
@@ -150,10 +161,10 @@ class CudaGraphRunner:
     (bench/results/h200_stage_streams/)."""
 
     def __init__(self, group, root: str, device: str, side_stages=None,
-                 side_priority: int = -1):
+                 side_priority: int = -1, first_stage_inputs=None):
         torch = _torch_cuda()
         import lamp_ros.kernels.ops  # noqa: F401  (registers the lamp:: operators)
-        from lamp_ros.backends import stage_streams
+        from lamp_ros.backends import graph_phases, stage_streams
         self.torch = torch
         torch.backends.cudnn.allow_tf32 = False  # fp32 groups keep fp32 parity
         torch.backends.cuda.matmul.allow_tf32 = False
@@ -176,6 +187,12 @@ class CudaGraphRunner:
                                                            (self.stream, self.side_stream))
             self.streams = {**plan.summary(), 'side_priority': side_priority}
         self.inputs, self.outputs = tuple(group.inputs), tuple(group.outputs)
+        self.split = None  # graph_phases.PhaseSplit when the first stage is captured apart
+        if first_stage_inputs is not None:
+            self.split = graph_phases.split(
+                self.module.graph, group.nodes[0],
+                [self.inputs.index(v) for v in first_stage_inputs if v in self.inputs],
+                signalled=plan.signalled if side else ())
         specs = [meta['inputs'][name] for name in self.inputs]  # JSON key order is not ours
         self.static_in = [torch.zeros(s['shape'], dtype=getattr(torch, s['dtype']),
                                       device=device) for s in specs]
@@ -189,16 +206,47 @@ class CudaGraphRunner:
         self.host_out = [torch.empty(o.shape, pin_memory=True,
                                      dtype=torch.float32 if o.is_floating_point() else o.dtype)
                          for o in outs]
-        self.graph = torch.cuda.CUDAGraph()
-        with torch.no_grad(), torch.cuda.graph(self.graph, stream=self.stream):
-            for buf, host in zip(self.static_in, self.host_in.buffers):
-                buf.copy_(host, non_blocking=True)
-            out = self.program(*self.static_in)
+        self.graphs = self._capture()
+        self.early = self.split.early if self.split else ()
+        self.late = self.split.late if self.split else tuple(range(len(self.inputs)))
+        self.early_inputs = tuple(self.inputs[i] for i in self.early)  # runtime/schedule.py
+        self.phases = self.split.summary(self.inputs) if self.split else None
+        self.events = [torch.cuda.Event(enable_timing=True) for _ in range(2)]
+        self.started = False
+        self.last_device_ms = None  # CUDA-event time of the last replay (the profiler reads it)
+
+    def _capture(self) -> tuple:
+        """One graph of the whole group (copies in, program, copies out), or two sharing one
+        memory pool: the first stage with its inputs' copies, then the rest (graph_phases)."""
+        from lamp_ros.backends import graph_phases
+        torch = self.torch
+
+        def copy_in(positions):
+            for i in positions:
+                self.static_in[i].copy_(self.host_in.buffers[i], non_blocking=True)
+
+        def copy_out(out):
             outs = out if isinstance(out, (tuple, list)) else (out,)
             for host, value in zip(self.host_out, outs):
                 host.copy_(value.to(host.dtype), non_blocking=True)
-        self.events = [torch.cuda.Event(enable_timing=True) for _ in range(2)]
-        self.last_device_ms = None  # CUDA-event time of the last replay (the profiler reads it)
+
+        if self.split is None:
+            graph = torch.cuda.CUDAGraph()
+            with torch.no_grad(), torch.cuda.graph(graph, stream=self.stream):
+                copy_in(range(len(self.inputs)))
+                copy_out(self.program(*self.static_in))
+            return (graph,)
+        streams = self.program if self.program is not self.module else None
+        run = graph_phases.PhasedRun(self.module, self.split, streams)
+        pool = torch.cuda.graph_pool_handle()
+        first, second = torch.cuda.CUDAGraph(), torch.cuda.CUDAGraph()
+        with torch.no_grad(), torch.cuda.graph(first, pool=pool, stream=self.stream):
+            copy_in(self.split.early)
+            run.first(*self.static_in)
+        with torch.no_grad(), torch.cuda.graph(second, pool=pool, stream=self.stream):
+            copy_in(self.split.late)
+            copy_out(run.second())
+        return (first, second)
 
     def _bind_weights(self, group, root, device):
         from safetensors.torch import load_file
@@ -212,16 +260,35 @@ class CudaGraphRunner:
                     with torch.no_grad():
                         state[key].copy_(tensor.to(device, state[key].dtype))
 
-    def run(self, feeds: dict, state=None, out=None) -> dict:
-        self.host_in.fill(feeds)  # the graph copies them to the GPU
+    def start(self, feeds: dict) -> None:
+        """Fill the first stage's inputs and launch its graph; returns at once. With one graph
+        only the start of the GPU time is marked."""
+        if self.started:  # a start without its finish (a host stage failed in between):
+            self.torch.cuda.current_stream().synchronize()  # its copies read these buffers
+        self.host_in.fill(feeds, self.early)
         self.events[0].record()
-        self.graph.replay()
+        if len(self.graphs) == 2:
+            self.graphs[0].replay()
+        self.started = True
+
+    def finish(self, feeds: dict) -> dict:
+        """Fill the other inputs, launch the (rest of the) group, wait, read the outputs."""
+        if not self.started:
+            self.start(feeds)
+        self.host_in.fill(feeds, self.late)  # the graph copies them to the GPU
+        self.graphs[-1].replay()
         self.events[1].record()
         self.events[1].synchronize()
+        self.started = False
         self.last_device_ms = self.events[0].elapsed_time(self.events[1])
         # copies: the pinned buffers are the next replay's destination
         return {name: host.numpy().copy() for name, host in zip(self.outputs, self.host_out)}
 
+    def run(self, feeds: dict, state=None, out=None) -> dict:
+        self.start(feeds)
+        return self.finish(feeds)
+
 
 def load(group, ctx):
-    return CudaGraphRunner(group, ctx.root, ctx.device)
+    first = ctx.graph.node(group.nodes[0])
+    return CudaGraphRunner(group, ctx.root, ctx.device, first_stage_inputs=first.inputs)

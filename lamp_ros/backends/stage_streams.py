@@ -160,18 +160,33 @@ class StreamInterpreter:
             def run_node(self, node):
                 return outer._run_node(self, node)
 
-        self._interpreter = _Interpreter(module)
+        self.interpreter = _Interpreter(module)
         self._super_run_node = fx.Interpreter.run_node
+        self.events = {}
 
     def __call__(self, *args):
-        self.events = {}
-        if self.streams is None:
-            return self._interpreter.run(*args)
-        capture, side = self.streams
-        side.wait_stream(capture)      # the fork: inputs were written on the capture stream
-        out = self._interpreter.run(*args)
-        capture.wait_stream(side)      # the join: a capture must end on its own stream
+        self.begin()
+        self.fork()
+        out = self.interpreter.run(*args)
+        self.join()
         return out
+
+    def begin(self) -> None:
+        """Before the first operator of a run: no event of an earlier run is waited for."""
+        self.events = {}
+
+    def fork(self) -> None:
+        """Before the side stream's first operator: it waits for what the capture stream did
+        so far (the inputs' copies, the stages before)."""
+        if self.streams is not None:
+            capture, side = self.streams
+            side.wait_stream(capture)
+
+    def join(self) -> None:
+        """After the last operator: a capture must end on its own stream."""
+        if self.streams is not None:
+            capture, side = self.streams
+            capture.wait_stream(side)
 
     def _run_node(self, interpreter, node):
         stream_index = self.plan.stream_of.get(node.name)

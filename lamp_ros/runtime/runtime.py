@@ -27,6 +27,7 @@ from lamp_ros.ops.chunker import ActionChunker
 from lamp_ros.runtime.arena import Arena
 from lamp_ros.runtime.device import cuda_device_count
 from lamp_ros.runtime.profiler import Profiler
+from lamp_ros.runtime.schedule import inference_steps
 from lamp_ros.runtime.state import StateStore
 from lamp_ros.runtime.worker import InferenceWorker
 
@@ -77,6 +78,13 @@ class Runtime:
         staged = [(g, r, plan.phases[g.nodes[0]]) for g, r in zip(plan.groups, runners)]
         self.inference_runners = [(g, r) for g, r, ph in staged if ph == 'inference']
         self.tick_runners = [(g, r) for g, r, ph in staged if ph == 'tick']
+        # runtime/schedule.py: with `overlap` a two-phase group's first phase runs beside the
+        # host groups; without it every group runs whole in plan order (A/B, benchmarks)
+        self.overlap = True
+        self._steps = {(kind, overlap): inference_steps(runners, overlap)
+                       for kind, runners in (('inference', self.inference_runners),
+                                             ('tick', self.tick_runners))
+                       for overlap in (False, True)}
         chunkers = [n for n in graph.nodes if n.op == 'chunker']
         if chunkers:
             node = chunkers[0]
@@ -162,12 +170,21 @@ class Runtime:
 
     # ---- execution ---------------------------------------------------------------------------
 
-    def _run_groups(self, runners, values: dict, capture: dict | None) -> None:
-        for group, runner in runners:
-            out = {v: self.arena.view(v) for v in runner.outputs}
+    def _run_groups(self, steps, values: dict, capture: dict | None) -> None:
+        """Run schedule steps (runtime/schedule.py) over `values`, updated in place."""
+        for step in steps:
+            group, runner = step.group, step.runner
             start = time.perf_counter()
             feeds = {v: values.get(v) for v in runner.inputs}
-            if capture is not None and group.backend == 'host':
+            if step.action == 'start':
+                runner.start(feeds)
+                self.profiler.record(f'group:{group.name}.start', start,
+                                     time.perf_counter() - start, 'group')
+                continue
+            out = {v: self.arena.view(v) for v in runner.outputs}
+            if step.action == 'finish':
+                results = runner.finish(feeds)
+            elif capture is not None and group.backend == 'host':
                 results = runner.run(feeds, self.state, out, capture=capture)
             else:
                 results = runner.run(feeds, self.state, out)
@@ -185,14 +202,14 @@ class Runtime:
         """Inference phase -> (a copy of the chunk, seconds)."""
         start = time.perf_counter()
         values = dict(feeds)
-        self._run_groups(self.inference_runners, values, capture)
+        self._run_groups(self._steps['inference', self.overlap], values, capture)
         seconds = time.perf_counter() - start
         self.profiler.record('inference', start, seconds, 'inference')
         chunk = values.get(self.chunk_value) if self.chunk_value else None
         return (None if chunk is None else np.array(chunk)), seconds
 
     def _tick(self, values: dict, capture: dict | None, start: float) -> dict:
-        self._run_groups(self.tick_runners, values, capture)
+        self._run_groups(self._steps['tick', False], values, capture)
         seconds = time.perf_counter() - start
         self.profiler.record('tick', start, seconds, 'tick')
         self.profiler.tick(seconds, self.period)

@@ -11,6 +11,10 @@ as soon as it is measured (bench/probes.save_report):
                  filling the pinned inputs (HostInputs.fill, and beside it torch's copy_ of each
                  feed, how it was filled before), the graph.replay() call until it returns, the
                  wait for the end event, the outputs' copies; and the GPU time
+  overlap        whole inferences with the groups in plan order and as a tick runs them (the
+                 vision's graph launched before the tokenizer and the noise), alternating
+  phases         the group captured as one graph (a second runner) against its two graphs,
+                 replayed alternately: the GPU time of each and whether their outputs differ
   launch         the same replay timed between two events with the GPU idle before it (as the
                  runtime does) and with the GPU kept busy for ~3 ms first (torch.cuda._sleep), so
                  that the graph's launch is done before the GPU reaches the first event: the
@@ -85,7 +89,8 @@ def cuda_run_section(runner, feeds, runs):
         runner.host_in.fill(feeds)
         t2 = time.perf_counter()
         runner.events[0].record()
-        runner.graph.replay()
+        for graph in runner.graphs:
+            graph.replay()
         t3 = time.perf_counter()
         runner.events[1].record()
         runner.events[1].synchronize()
@@ -133,13 +138,54 @@ def launch_section(runner, runs):
             if busy:
                 torch.cuda._sleep(cycles)
             runner.events[0].record()
-            runner.graph.replay()
+            for graph in runner.graphs:
+                graph.replay()
             runner.events[1].record()
             runner.events[1].synchronize()
             times.append(runner.events[0].elapsed_time(runner.events[1]))
         out[name] = pct(times)
     out['exposed_launch_ms'] = out['idle_before']['p50'] - out['busy_before']['p50']
     return out
+
+
+def overlap_section(runtime, feeds, runs, block=20):
+    """Whole inferences with the groups in plan order and as a tick runs them (the first
+    stage's graph launched before the other host groups: runtime/schedule.py), in alternating
+    blocks of `block` ticks: the inference's wall time and the GPU's event time of each."""
+    out = {}
+    for overlap in (False, True):
+        out[overlap] = {'inference': [], 'gpu': []}
+    runner = next(r for g, r in runtime.inference_runners if g.backend == 'cuda')
+    for _ in range(max(1, runs // block)):
+        for overlap in (False, True):
+            runtime.overlap = overlap
+            for _ in range(block):
+                runtime.reset()
+                start = time.perf_counter()
+                runtime.run(feeds)
+                out[overlap]['inference'].append((time.perf_counter() - start) * 1e3)
+                out[overlap]['gpu'].append(runner.last_device_ms)
+    runtime.overlap = True
+    return {'phases': runner.phases,
+            **{('overlapped' if k else 'plan_order'): {q: pct(v[q]) for q in v}
+               for k, v in out.items()}}
+
+
+def phases_section(runtime, group, runner, feeds, runs):
+    """The group as one graph (a second runner of the same artifact, captured whole) against
+    the two graphs, replayed alternately: GPU time of each, and their outputs compared."""
+    from lamp_ros.backends.cuda import CudaGraphRunner
+    whole = CudaGraphRunner(group, runtime.artifact.root, runtime.device)
+    times = {'one_graph': [], 'two_graphs': []}
+    differ = 0
+    for _ in range(runs):
+        a = whole.run(feeds)
+        times['one_graph'].append(whole.last_device_ms)
+        b = runner.run(feeds)
+        times['two_graphs'].append(runner.last_device_ms)
+        differ += sum(int(not np.array_equal(a[k], b[k])) for k in a)
+    return {'graphs': [len(whole.graphs), len(runner.graphs)], 'phases': runner.phases,
+            'outputs_differ_in_runs': differ, **{k: pct(v) for k, v in times.items()}}
 
 
 def host_groups_section(runtime, captured, runs):
@@ -192,6 +238,9 @@ def main() -> None:
         ('cuda_run', lambda: cuda_run_section(
             runner, {v: captured[v] for v in runner.inputs}, args.runs)),
         ('launch', lambda: launch_section(runner, args.runs)),
+        ('overlap', lambda: overlap_section(runtime, feeds, args.runs)),
+        ('phases', lambda: phases_section(
+            runtime, cuda_group, runner, {v: captured[v] for v in runner.inputs}, args.runs)),
         ('host_groups', lambda: host_groups_section(runtime, captured, args.runs)),
         ('resize', lambda: resize_section(observation['images']['base'], args.runs * 2)),
     )
