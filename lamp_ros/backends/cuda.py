@@ -29,6 +29,7 @@ import os
 
 import numpy as np
 
+from lamp_ros.backends import graph_phases
 from lamp_ros.backends.base import BackendUnavailable, GroupBuild
 from lamp_ros.backends.group_module import group_module
 
@@ -164,7 +165,7 @@ class CudaGraphRunner:
                  side_priority: int = -1, first_stage_inputs=None):
         torch = _torch_cuda()
         import lamp_ros.kernels.ops  # noqa: F401  (registers the lamp:: operators)
-        from lamp_ros.backends import graph_phases, stage_streams
+        from lamp_ros.backends import stage_streams
         self.torch = torch
         torch.backends.cudnn.allow_tf32 = False  # fp32 groups keep fp32 parity
         torch.backends.cuda.matmul.allow_tf32 = False
@@ -218,7 +219,6 @@ class CudaGraphRunner:
     def _capture(self) -> tuple:
         """One graph of the whole group (copies in, program, copies out), or two sharing one
         memory pool: the first stage with its inputs' copies, then the rest (graph_phases)."""
-        from lamp_ros.backends import graph_phases
         torch = self.torch
 
         def copy_in(positions):

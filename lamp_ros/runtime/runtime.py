@@ -10,6 +10,10 @@ tick phase (chunker -> smoother -> clamp). Two execution modes:
   chunker serves the current plan meanwhile and merges the new chunk when it arrives, dropping
   the actions whose time passed during inference (latency compensation by the chunk's
   observation time).
+
+Either way an inference runs its groups in the order of runtime/schedule.py: a cuda group
+captured in two graphs has its first (the vision encoder) launched as soon as the images are
+preprocessed, and the prompt and noise stages run while it does (`overlap`, on by default).
 """
 
 from dataclasses import replace

@@ -11,12 +11,10 @@ plan order.
 
 from dataclasses import dataclass
 
-ACTIONS = ('run', 'start', 'finish')
-
 
 @dataclass(frozen=True)
 class Step:
-    action: str      # one of ACTIONS
+    action: str      # 'run', 'start' or 'finish'
     group: object    # the plan's group
     runner: object
 
