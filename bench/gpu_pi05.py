@@ -156,7 +156,8 @@ def runner_of(runtime, group):
 def kernel_table(runtime, path: str) -> None:
     """Kernel-level profile of one call of the artifact's exported program (outside its graph)."""
     from torch.profiler import profile, ProfilerActivity
-    (runner,) = [r for g, r in runtime.inference_runners if g.backend == 'cuda']
+    (group,) = [g for g, _ in runtime.inference_runners if g.backend == 'cuda']
+    runner = runner_of(runtime, group)
     with torch.no_grad():
         runner.module(*runner.static_in)
         torch.cuda.synchronize()

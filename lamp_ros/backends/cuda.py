@@ -207,9 +207,9 @@ class CudaGraphRunner:
         self.host_out = [torch.empty(o.shape, pin_memory=True,
                                      dtype=torch.float32 if o.is_floating_point() else o.dtype)
                          for o in outs]
-        self.graphs = self._capture()
         self.early = self.split.early if self.split else ()
         self.late = self.split.late if self.split else tuple(range(len(self.inputs)))
+        self.graphs = self._capture()
         self.early_inputs = tuple(self.inputs[i] for i in self.early)  # runtime/schedule.py
         self.phases = self.split.summary(self.inputs) if self.split else None
         self.events = [torch.cuda.Event(enable_timing=True) for _ in range(2)]
@@ -233,7 +233,7 @@ class CudaGraphRunner:
         if self.split is None:
             graph = torch.cuda.CUDAGraph()
             with torch.no_grad(), torch.cuda.graph(graph, stream=self.stream):
-                copy_in(range(len(self.inputs)))
+                copy_in(self.late)  # every input
                 copy_out(self.program(*self.static_in))
             return (graph,)
         streams = self.program if self.program is not self.module else None
@@ -241,10 +241,10 @@ class CudaGraphRunner:
         pool = torch.cuda.graph_pool_handle()
         first, second = torch.cuda.CUDAGraph(), torch.cuda.CUDAGraph()
         with torch.no_grad(), torch.cuda.graph(first, pool=pool, stream=self.stream):
-            copy_in(self.split.early)
+            copy_in(self.early)
             run.first(*self.static_in)
         with torch.no_grad(), torch.cuda.graph(second, pool=pool, stream=self.stream):
-            copy_in(self.split.late)
+            copy_in(self.late)
             copy_out(run.second())
         return (first, second)
 

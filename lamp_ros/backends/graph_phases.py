@@ -36,7 +36,8 @@ class PhaseSplit:
     second_ops: int
 
     def summary(self, names) -> dict:
-        """Plain data for plan.json / the bench: which inputs each phase copies, operators."""
+        """Plain data for the bench (the runner's `phases`): which inputs each phase copies,
+        how many operators each runs."""
         return {'first_stage': self.stage, 'early_inputs': [names[i] for i in self.early],
                 'late_inputs': [names[i] for i in self.late], 'first_ops': self.first_ops,
                 'second_ops': self.second_ops}
@@ -57,6 +58,7 @@ def split(graph, stage: str, stage_inputs, signalled=()) -> PhaseSplit | None:
     placeholders = [n for n in graph.nodes if n.op == 'placeholder']
     position = {p: i for i, p in enumerate(placeholders)}
     early = set(stage_inputs)
+    allowed = early | {-1}  # the stage's own inputs, and values that are not inputs
     first_ops, boundary = 0, None
     for node in graph.nodes:
         if node.op in ('placeholder', 'get_attr') or _is_check(node):
@@ -64,7 +66,7 @@ def split(graph, stage: str, stage_inputs, signalled=()) -> PhaseSplit | None:
         if node.op == 'output' or node_stage(node) != stage:
             boundary = node
             break
-        if any(position.get(source, -1) not in early | {-1} for source in node.all_input_nodes):
+        if any(position.get(source, -1) not in allowed for source in node.all_input_nodes):
             return None  # this stage reads an input it was not given
         if node.name in signalled:
             return None

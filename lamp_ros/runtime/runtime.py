@@ -85,10 +85,9 @@ class Runtime:
         # runtime/schedule.py: with `overlap` a two-phase group's first phase runs beside the
         # host groups; without it every group runs whole in plan order (A/B, benchmarks)
         self.overlap = True
-        self._steps = {(kind, overlap): inference_steps(runners, overlap)
-                       for kind, runners in (('inference', self.inference_runners),
-                                             ('tick', self.tick_runners))
-                       for overlap in (False, True)}
+        self._inference_steps = {overlap: inference_steps(self.inference_runners, overlap)
+                                 for overlap in (False, True)}
+        self._tick_steps = inference_steps(self.tick_runners, overlap=False)
         chunkers = [n for n in graph.nodes if n.op == 'chunker']
         if chunkers:
             node = chunkers[0]
@@ -206,14 +205,14 @@ class Runtime:
         """Inference phase -> (a copy of the chunk, seconds)."""
         start = time.perf_counter()
         values = dict(feeds)
-        self._run_groups(self._steps['inference', self.overlap], values, capture)
+        self._run_groups(self._inference_steps[self.overlap], values, capture)
         seconds = time.perf_counter() - start
         self.profiler.record('inference', start, seconds, 'inference')
         chunk = values.get(self.chunk_value) if self.chunk_value else None
         return (None if chunk is None else np.array(chunk)), seconds
 
     def _tick(self, values: dict, capture: dict | None, start: float) -> dict:
-        self._run_groups(self._steps['tick', False], values, capture)
+        self._run_groups(self._tick_steps, values, capture)
         seconds = time.perf_counter() - start
         self.profiler.record('tick', start, seconds, 'tick')
         self.profiler.tick(seconds, self.period)

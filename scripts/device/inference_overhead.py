@@ -148,14 +148,13 @@ def launch_section(runner, runs):
     return out
 
 
-def overlap_section(runtime, feeds, runs, block=20):
+def overlap_section(runtime, runner, feeds, runs, block=20):
     """Whole inferences with the groups in plan order and as a tick runs them (the first
     stage's graph launched before the other host groups: runtime/schedule.py), in alternating
     blocks of `block` ticks: the inference's wall time and the GPU's event time of each."""
     out = {}
     for overlap in (False, True):
         out[overlap] = {'inference': [], 'gpu': []}
-    runner = next(r for g, r in runtime.inference_runners if g.backend == 'cuda')
     for _ in range(max(1, runs // block)):
         for overlap in (False, True):
             runtime.overlap = overlap
@@ -238,7 +237,7 @@ def main() -> None:
         ('cuda_run', lambda: cuda_run_section(
             runner, {v: captured[v] for v in runner.inputs}, args.runs)),
         ('launch', lambda: launch_section(runner, args.runs)),
-        ('overlap', lambda: overlap_section(runtime, feeds, args.runs)),
+        ('overlap', lambda: overlap_section(runtime, runner, feeds, args.runs)),
         ('phases', lambda: phases_section(
             runtime, cuda_group, runner, {v: captured[v] for v in runner.inputs}, args.runs)),
         ('host_groups', lambda: host_groups_section(runtime, captured, args.runs)),
