@@ -96,7 +96,9 @@ def _bench(args) -> int:
 def _record(args) -> int:
     from lamp_ros.regress.record import record
     result = record(args.out, args.duration, storage=args.storage)
-    print(f'recorded {result["messages"]} messages -> {result["bag"]} ({result["storage"]})')
+    stopped = ', stopped by a signal' if result['stopped'] == 'signal' else ''
+    print(f'recorded {result["messages"]} messages -> {result["bag"]} ({result["storage"]})'
+          f'{stopped}')
     for topic, count in sorted(result['topics'].items()):
         print(f'  {topic:40s} {count}')
     return 0
@@ -202,7 +204,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser('record', help='record the node\'s inputs and outputs into a rosbag2')
     p.add_argument('--out', required=True, help='bag directory to create')
-    p.add_argument('--duration', type=float, default=10.0, help='seconds')
+    p.add_argument('--duration', type=float, default=10.0,
+                   help='seconds (Ctrl-C or SIGTERM stops it sooner, the bag closed)')
     p.add_argument('--storage', choices=('mcap', 'sqlite3'), default='mcap')
     p.set_defaults(func=_record)
 

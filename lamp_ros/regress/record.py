@@ -6,6 +6,7 @@ sensor-data QoS (best effort), which also receives from reliable publishers.
 """
 
 import importlib
+import signal
 import threading
 import time
 
@@ -21,17 +22,26 @@ def message_class(msgtype: str):
 
 def record(out: str, duration: float, storage: str = 'mcap', topic_types=None,
            context=None, on_start=None) -> dict:
-    """Record `topic_types` (default: every topic the node uses) for `duration` seconds."""
+    """Record `topic_types` (default: every topic the node uses) for `duration` seconds, or
+    until SIGINT / SIGTERM (Ctrl-C) when it runs its own ROS context in the main thread: the
+    bag is closed either way and `stopped` says which ended it."""
     import rclpy
     from rclpy.executors import SingleThreadedExecutor
     from rclpy.node import Node
     from rclpy.qos import qos_profile_sensor_data
+    from rclpy.signals import SignalHandlerOptions
 
     topic_types = topic_types or topics.RECORDED
     own = context is None
     if own:
         context = rclpy.Context()
-        rclpy.init(context=context)
+        # our own handlers below: rclpy's would shut the context down under the spin loop
+        rclpy.init(context=context, signal_handler_options=SignalHandlerOptions.NO)
+    interrupted = threading.Event()
+    previous = {}
+    if own and threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            previous[sig] = signal.signal(sig, lambda *_: interrupted.set())
     writer = BagWriter(out, storage)
     lock = threading.Lock()
     counts = {}
@@ -56,13 +66,16 @@ def record(out: str, duration: float, storage: str = 'mcap', topic_types=None,
         on_start()
     end = time.monotonic() + duration
     try:
-        while time.monotonic() < end:
+        while time.monotonic() < end and not interrupted.is_set():
             executor.spin_once(timeout_sec=0.05)
     finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
         executor.shutdown()
         node.destroy_node()
         with lock:
             writer.close()
         if own:
             rclpy.shutdown(context=context)
-    return {'bag': out, 'storage': storage, 'messages': writer.count, 'topics': counts}
+    return {'bag': out, 'storage': storage, 'messages': writer.count, 'topics': counts,
+            'stopped': 'signal' if interrupted.is_set() else 'duration'}
