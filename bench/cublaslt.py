@@ -13,8 +13,11 @@ a probe's tool.
 What it covers: y = x @ W^T (W stored (N, K) as nn.Linear keeps it, or (K, N)), an optional
 bias or GELU(tanh)+bias epilogue, an optional residual (beta = 1), bf16 in and out with float32
 sums; and FP8 (e4m3) x and W with one float32 scale per row of each (cuBLASLt's outer-vector
-scaling, Hopper and later) and bf16 out. The library is the one torch loaded, so there is one
-cuBLASLt in the process and its kernels are captured into CUDA graphs like torch's own.
+scaling, Hopper and later) or one scale each (scalar scaling, for which the heuristic offers more
+than one algorithm: the row scales are powers of two, so a reader can apply them afterwards bit
+for bit, bench/results/h200_fp8_scaling/) and bf16 out. The library is the one torch loaded,
+so there is one cuBLASLt in the process and its kernels are captured into CUDA graphs like
+torch's own.
 """
 
 import ctypes
@@ -116,7 +119,8 @@ def _layout(dtype: int, rows: int, cols: int, ld: int):
 @dataclass(frozen=True)
 class GemmSpec:
     """One GEMM shape and form: y (m, n) = x (m, k) @ W^T, W stored (n, k) or, with
-    weight_kn, (k, n); fp8: x and W as e4m3 codes with float32 row scales."""
+    weight_kn, (k, n); fp8: x and W as e4m3 codes with float32 scales, one per row of each
+    (fp8_scale 'row') or one for each operand ('scalar')."""
     m: int
     n: int
     k: int
@@ -125,6 +129,7 @@ class GemmSpec:
     weight_kn: bool = False
     fp8: bool = False
     fast_accumulation: bool = False
+    fp8_scale: str = 'row'
 
     def __post_init__(self):
         if self.epilogue not in EPILOGUES:
@@ -132,6 +137,8 @@ class GemmSpec:
                              f'{sorted(EPILOGUES)}')
         if self.fp8 and (self.weight_kn or self.epilogue != 'none' or self.residual):
             raise ValueError('GemmSpec: the FP8 form takes an (n, k) weight and no epilogue')
+        if self.fp8_scale not in ('row', 'scalar'):
+            raise ValueError(f"GemmSpec: fp8_scale {self.fp8_scale!r} is not 'row' or 'scalar'")
 
 
 class Plan:
@@ -151,9 +158,10 @@ class Plan:
         if s.epilogue != 'none':
             _set(self.desc, _BIAS_DATA_TYPE, ctypes.c_int32(_R_16BF))
         operand = _R_8F_E4M3 if s.fp8 else _R_16BF
-        if s.fp8:
+        if s.fp8 and s.fp8_scale == 'row':  # scalar scaling is cuBLASLt's default mode
             _set(self.desc, _A_SCALE_MODE, ctypes.c_int32(_OUTER_VEC_32F))
             _set(self.desc, _B_SCALE_MODE, ctypes.c_int32(_OUTER_VEC_32F))
+        if s.fp8:
             _set(self.desc, _FAST_ACCUM, ctypes.c_int8(1 if s.fast_accumulation else 0))
         self.a = (_layout(operand, s.n, s.k, s.n) if s.weight_kn
                   else _layout(operand, s.k, s.n, s.k))
@@ -178,8 +186,8 @@ class Plan:
         return [bytes(results[i].algo) for i in range(returned.value) if results[i].state == 0]
 
     def scales(self, x_scale, w_scale) -> None:
-        """The FP8 form's row scales (float32, m and n of them); the heuristic wants them set
-        before it ranks algorithms."""
+        """The FP8 form's scales (float32: m and n of them, or one each for scalar scaling);
+        the heuristic wants them set before it ranks algorithms."""
         _set(self.desc, _A_SCALE_POINTER, ctypes.c_void_p(w_scale.data_ptr()))
         _set(self.desc, _B_SCALE_POINTER, ctypes.c_void_p(x_scale.data_ptr()))
 

@@ -3,10 +3,11 @@ measures fastest, instead of the one cuBLASLt's heuristic ranks first (torch's c
 
 For every GEMM shape of the full policy outside the expert (the expert's GEMMs are lamp's own
 kernels), in the form the artifact runs it (weight layout, bias / GELU / residual epilogue,
-FP8 with row scales and fast or float32 sums), this asks cuBLASLt for its ranked algorithm list
-(bench/cublaslt.py), runs each algorithm once against torch's op to check the
-numbers, and times it as the build times tiles: one CUDA-graph launch over distinct weights
-(`--layers` of them, so they come from HBM as in the inference). Also the vision's patch
+FP8 with row scales and fast or float32 sums; and the FP8 ones with one scale an operand),
+this asks cuBLASLt for its ranked algorithm list (bench/cublaslt.py), runs each algorithm
+once against torch's op to check the numbers, and times it as the build times tiles: one
+CUDA-graph launch over distinct weights (`--layers` of them, so they come from HBM as in the
+inference). Also the vision's patch
 embedding: the Conv2d today against the same product as one GEMM over the unfolded patches.
 
     python3 scripts/device/cublaslt_probe.py [--out FILE.json] [--algos 32] [--layers 8]
@@ -39,13 +40,22 @@ SHAPES = {
     'prefix gate_up fp8': (cublaslt.GemmSpec(968, 32768, 2048, fp8=True,
                                              fast_accumulation=True), 17),
     'prefix down fp8': (cublaslt.GemmSpec(968, 2048, 16384, fp8=True), 17),
+    # the same with one scale per operand (the row scales, powers of two, applied by the GEMM's
+    # reader instead; bit for bit the same numbers: bench/results/h200_fp8_scaling/), where
+    # the heuristic offers more than its one row-scaled algorithm
+    'prefix gate_up fp8 scalar': (cublaslt.GemmSpec(968, 32768, 2048, fp8=True,
+                                                    fast_accumulation=True,
+                                                    fp8_scale='scalar'), 17),
+    'prefix down fp8 scalar': (cublaslt.GemmSpec(968, 2048, 16384, fp8=True,
+                                                 fp8_scale='scalar'), 17),
 }
 
 
 def torch_op(spec, x, w, b, r, xs, ws):
     """What the artifact runs today for this GEMM (torch picks cuBLASLt's first algorithm)."""
     if spec.fp8:
-        return torch._scaled_mm(x, w.t(), xs, ws.view(1, -1), out_dtype=BF,
+        ws = ws if spec.fp8_scale == 'scalar' else ws.view(1, -1)
+        return torch._scaled_mm(x, w.t(), xs, ws, out_dtype=BF,
                                 use_fast_accum=spec.fast_accumulation)
     wt = w if spec.weight_kn else w.t()
     if spec.epilogue == 'gelu_bias':
@@ -66,8 +76,13 @@ def operands(spec, layers):
     if spec.fp8:
         x = (randn(spec.m, spec.k) * 8).to(E4M3)
         ws = [(randn(*wshape) * 8).to(E4M3) for _ in range(layers)]
-        xs = torch.rand(spec.m, 1, device=DEV, generator=g) / 64 + 1 / 128
-        wss = [torch.rand(spec.n, device=DEV, generator=g) / 64 + 1 / 128 for _ in range(layers)]
+        if spec.fp8_scale == 'scalar':
+            xs = torch.tensor(1 / 64, device=DEV)
+            wss = [torch.tensor(1 / 128, device=DEV) for _ in range(layers)]
+        else:
+            xs = torch.rand(spec.m, 1, device=DEV, generator=g) / 64 + 1 / 128
+            wss = [torch.rand(spec.n, device=DEV, generator=g) / 64 + 1 / 128
+                   for _ in range(layers)]
     else:
         x = randn(spec.m, spec.k).to(BF)
         ws = [(randn(*wshape) / spec.k ** 0.5).to(BF) for _ in range(layers)]
