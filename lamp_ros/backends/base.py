@@ -42,6 +42,7 @@ class CompileContext:
     modules: dict          # node id -> nn.Module of model stages
     example: dict          # value name -> example value captured from the eager run
     progress: object = None
+    text_lengths: tuple = ()  # spec fusion.text_lengths (backends/text_lengths.py)
 
     def say(self, message: str) -> None:
         if self.progress:

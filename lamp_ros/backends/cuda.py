@@ -29,7 +29,7 @@ import os
 
 import numpy as np
 
-from lamp_ros.backends import graph_phases
+from lamp_ros.backends import graph_phases, text_lengths
 from lamp_ros.backends.base import BackendUnavailable, GroupBuild
 from lamp_ros.backends.group_module import group_module
 
@@ -77,9 +77,13 @@ def compile(ctx) -> GroupBuild:
     args = [torch.as_tensor(np.asarray(_host(ctx.example[v]))).to('cuda')
             for v in ctx.group.inputs]
     args = _cast_inputs(torch, args, dtype)
-    ctx.say(f'{ctx.group.name}: torch.export on cuda ({ctx.group.precision})')
+    axis = text_lengths.text_axis(ctx.graph, ctx.group, ctx.example, ctx.text_lengths)
+    ctx.say(f'{ctx.group.name}: torch.export on cuda ({ctx.group.precision})' +
+            (f', prompt lengths {list(axis.lengths)}' if axis else ''))
     with torch.no_grad():
-        program = torch.export.export(module, tuple(args), strict=False)
+        program = torch.export.export(
+            module, tuple(args), strict=False,
+            dynamic_shapes=text_lengths.dynamic_shapes(axis, ctx.group.inputs) if axis else None)
     program._example_inputs = None  # keep the archive free of pickled objects
     streams = _stream_schedule(ctx.group, program)
     rel = f'groups/{ctx.group.name}/program.pt2'
@@ -89,7 +93,8 @@ def compile(ctx) -> GroupBuild:
           for v, a in zip(ctx.group.inputs, args)}
     return GroupBuild(files=(rel,), metadata={'program': rel, 'inputs': io,
                                               'torch': torch.__version__, 'kernels': kernels,
-                                              'tiles': tiles, 'streams': streams})
+                                              'tiles': tiles, 'streams': streams,
+                                              'text': axis.to_dict() if axis else None})
 
 
 def _stream_schedule(group, program) -> dict | None:
@@ -99,7 +104,10 @@ def _stream_schedule(group, program) -> dict | None:
     if not group.side_stages:
         return None
     from lamp_ros.backends import stage_streams
-    return stage_streams.prepare(program.module(), group.side_stages).summary()
+    module = program.module()
+    graph_phases.defer_size_reads(module.graph)  # as the runner prepares it
+    module.recompile()
+    return stage_streams.prepare(module, group.side_stages).summary()
 
 
 def _host(value):
@@ -154,6 +162,11 @@ class CudaGraphRunner:
     captures one graph. `early_inputs` names what `start` copies; `phases` is the split's
     summary, or None.
 
+    A group built with prompt lengths (`text`, backends/text_lengths.py) has the graph after
+    the first stage (or its one graph) captured once for each length, all in one memory pool
+    (one of them runs at a time); `finish` replays the shortest that holds the feeds' valid
+    tokens and records it in `last_text_length`.
+
     `side_stages` (default: the plan's, from the spec's `fusion.side_stream`) are captured
     from a second stream (stage_streams.py), so the graph's edges are the program's data
     dependencies between them and the other stages; `side_priority` is that stream's CUDA
@@ -172,6 +185,10 @@ class CudaGraphRunner:
         meta = group.build
         program = torch.export.load(os.path.join(root, meta['program']))
         self.module = program.module()
+        self.text = text_lengths.TextAxis.from_dict(meta['text']) if meta.get('text') else None
+        if self.text is not None:
+            graph_phases.defer_size_reads(self.module.graph)
+            self.module.recompile()
         self._bind_weights(group, root, device)
         side = tuple(group.side_stages if side_stages is None else side_stages)
         self.stream = torch.cuda.Stream(device)
@@ -198,27 +215,44 @@ class CudaGraphRunner:
         self.static_in = [torch.zeros(s['shape'], dtype=getattr(torch, s['dtype']),
                                       device=device) for s in specs]
         self.host_in = HostInputs(torch, self.inputs, specs, pin_memory=True)
+        self.lengths = self.text.lengths if self.text is not None else (None,)
+        shapes = {}
         with torch.no_grad(), torch.cuda.stream(self.stream):
-            for _ in range(2):  # warm-up outside capture (allocations, autotuning)
-                out = self.program(*self.static_in)
+            for length in self.lengths:  # warm-up outside capture (allocations, autotuning)
+                for _ in range(2):
+                    out = self.program(*self.at_length(self.static_in, length))
+                outs = out if isinstance(out, (tuple, list)) else (out,)
+                shapes[length] = [tuple(o.shape) for o in outs]
         torch.cuda.synchronize(device)
-        outs = out if isinstance(out, (tuple, list)) else (out,)
+        if len({tuple(v) for v in shapes.values()}) > 1:  # one set of output buffers for all
+            raise ValueError(f'{group.name}: the outputs change shape with the prompt length '
+                             f'({shapes}); its graphs cannot share output buffers')
         # float outputs come back as float32 (what the host stages read), others as they are
         self.host_out = [torch.empty(o.shape, pin_memory=True,
                                      dtype=torch.float32 if o.is_floating_point() else o.dtype)
                          for o in outs]
         self.early = self.split.early if self.split else ()
         self.late = self.split.late if self.split else tuple(range(len(self.inputs)))
-        self.graphs = self._capture()
+        self.first_graph, self.rest_graphs = self._capture()
+        self.last_text_length = self.lengths[-1]
         self.early_inputs = tuple(self.inputs[i] for i in self.early)  # runtime/schedule.py
         self.phases = self.split.summary(self.inputs) if self.split else None
         self.events = [torch.cuda.Event(enable_timing=True) for _ in range(2)]
         self.started = False
         self.last_device_ms = None  # CUDA-event time of the last replay (the profiler reads it)
 
+    def at_length(self, values, length):
+        """`values` (one per input) with the text inputs cut to `length` prompt tokens (None:
+        as they are), as the graph of that length reads them."""
+        return list(values) if length is None else self.text.cut(self.inputs, values, length)
+
     def _capture(self) -> tuple:
-        """One graph of the whole group (copies in, program, copies out), or two sharing one
-        memory pool: the first stage with its inputs' copies, then the rest (graph_phases)."""
+        """-> (the first stage's graph or None, {prompt length or None: the graph of the rest}).
+
+        Without a split, each graph is the whole group (copies in, program, copies out); with
+        one, the first stage with its inputs' copies, then the rest. All share one memory pool:
+        only one graph of the rest runs after the first, so they may reuse each other's
+        intermediates but not the first stage's outputs, which the PhasedRun holds."""
         torch = self.torch
 
         def copy_in(positions):
@@ -230,23 +264,34 @@ class CudaGraphRunner:
             for host, value in zip(self.host_out, outs):
                 host.copy_(value.to(host.dtype), non_blocking=True)
 
+        pool = torch.cuda.graph_pool_handle()
+        rest = {}
         if self.split is None:
-            graph = torch.cuda.CUDAGraph()
-            with torch.no_grad(), torch.cuda.graph(graph, stream=self.stream):
-                copy_in(self.late)  # every input
-                copy_out(self.program(*self.static_in))
-            return (graph,)
+            for length in self.lengths:
+                graph = rest[length] = torch.cuda.CUDAGraph()
+                with torch.no_grad(), torch.cuda.graph(graph, pool=pool, stream=self.stream):
+                    copy_in(self.late)  # every input
+                    copy_out(self.program(*self.at_length(self.static_in, length)))
+            return None, rest
         streams = self.program if self.program is not self.module else None
         run = graph_phases.PhasedRun(self.module, self.split, streams)
-        pool = torch.cuda.graph_pool_handle()
-        first, second = torch.cuda.CUDAGraph(), torch.cuda.CUDAGraph()
+        first = torch.cuda.CUDAGraph()
         with torch.no_grad(), torch.cuda.graph(first, pool=pool, stream=self.stream):
             copy_in(self.early)
             run.first(*self.static_in)
-        with torch.no_grad(), torch.cuda.graph(second, pool=pool, stream=self.stream):
-            copy_in(self.late)
-            copy_out(run.second())
-        return (first, second)
+        for length in self.lengths:
+            cut = self.at_length(self.static_in, length)
+            graph = rest[length] = torch.cuda.CUDAGraph()
+            with torch.no_grad(), torch.cuda.graph(graph, pool=pool, stream=self.stream):
+                copy_in(self.late)
+                copy_out(run.second({i: cut[i] for i in self.late}))
+        return first, rest
+
+    @property
+    def graphs(self) -> tuple:
+        """The graphs one inference replays at the last prompt length, in order."""
+        return ((self.first_graph,) if self.first_graph is not None else ()) + (
+            self.rest_graphs[self.last_text_length],)
 
     def _bind_weights(self, group, root, device):
         from safetensors.torch import load_file
@@ -267,16 +312,21 @@ class CudaGraphRunner:
             self.torch.cuda.current_stream().synchronize()  # its copies read these buffers
         self.host_in.fill(feeds, self.early)
         self.events[0].record()
-        if len(self.graphs) == 2:
-            self.graphs[0].replay()
+        if self.first_graph is not None:
+            self.first_graph.replay()
         self.started = True
 
     def finish(self, feeds: dict) -> dict:
-        """Fill the other inputs, launch the (rest of the) group, wait, read the outputs."""
+        """Fill the other inputs, launch the (rest of the) group at the shortest prompt length
+        that holds the valid tokens, wait, read the outputs."""
+        length = self.lengths[-1]
+        if self.text is not None:
+            length = self.text.length_for(feeds[self.text.mask])
         if not self.started:
             self.start(feeds)
         self.host_in.fill(feeds, self.late)  # the graph copies them to the GPU
-        self.graphs[-1].replay()
+        self.rest_graphs[length].replay()
+        self.last_text_length = length
         self.events[1].record()
         self.events[1].synchronize()
         self.started = False

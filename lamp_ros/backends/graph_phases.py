@@ -47,6 +47,25 @@ def _is_check(node) -> bool:
     return node.op == 'call_module' and node.target in CHECK_MODULES
 
 
+def defer_size_reads(graph) -> int:
+    """Move every symbolic size read (`aten.sym_size`, which a program exported with a dynamic
+    dimension reads from its inputs right after them) to just before its first user; returns
+    how many moved. Why: the first phase runs every operator before the split, so a size read
+    of a text input there would fix the length the second phase sees (backends/text_lengths.py:
+    the second phase is captured once for each prompt length), and would end the first stage
+    before its first operator (the read belongs to no stage)."""
+    order = {n: i for i, n in enumerate(graph.nodes)}
+    moved = 0
+    for node in list(graph.nodes):
+        if node.op != 'call_function' or 'sym_size' not in str(node.target) or not node.users:
+            continue
+        first_user = min(node.users, key=order.__getitem__)
+        if order[first_user] > order[node] + 1:
+            first_user.prepend(node)
+            moved += 1
+    return moved
+
+
 def split(graph, stage: str, stage_inputs, signalled=()) -> PhaseSplit | None:
     """The phase boundary of a program whose first operators are `stage`'s, or None.
 
@@ -83,7 +102,11 @@ def split(graph, stage: str, stage_inputs, signalled=()) -> PhaseSplit | None:
 
 class PhasedRun:
     """A GraphModule run in two calls: `first(*inputs)` up to the split, `second()` the rest
-    (returns the program's outputs). `streams`: the group's StreamInterpreter, or None."""
+    (returns the program's outputs). `streams`: the group's StreamInterpreter, or None.
+
+    `second` can run more than once after one `first` (the runner captures it for each prompt
+    length): each run starts from the values the first phase left, with `inputs` (position ->
+    value) replacing those inputs for the second phase."""
 
     def __init__(self, module, phase_split: PhaseSplit, streams=None):
         from torch import fx
@@ -93,6 +116,8 @@ class PhasedRun:
         names = [n.name for n in nodes]
         at = names.index(phase_split.first_node)
         self.phases = (nodes[:at], nodes[at:])
+        self.placeholders = [n for n in nodes if n.op == 'placeholder']
+        self.after_first = None  # the values the first phase left (what `second` starts from)
 
     def first(self, *inputs) -> None:
         it = self.interpreter
@@ -101,8 +126,15 @@ class PhasedRun:
         it.env = {}
         it.args_iter = iter(it.graph.process_inputs(*inputs))
         self._run(self.phases[0])
+        self.after_first = dict(it.env)
 
-    def second(self):
+    def second(self, inputs=None):
+        it = self.interpreter
+        if self.after_first is None:
+            raise RuntimeError('PhasedRun.second before first')
+        it.env = dict(self.after_first)
+        for position, value in (inputs or {}).items():
+            it.env[self.placeholders[position]] = value
         if self.streams is not None:
             self.streams.fork()
         out = self._run(self.phases[1])

@@ -11,6 +11,8 @@ import os
 
 import yaml
 
+from lamp_ros.backends.text_lengths import MIN_LENGTH  # shortest length export keeps dynamic
+
 SCHEMA = 'lamp.spec/1'
 TARGETS = ('cpu', 'cuda', 'tensorrt')
 BACKENDS = ('host', 'onnxruntime', 'tensorrt', 'cuda')
@@ -53,7 +55,8 @@ class Spec:
     control: dict       # rate_hz, chunker, smoother, clamp
     target: str
     stages: dict        # stage op -> StageChoice ('default' included)
-    fusion: dict        # fuse_adjacent: bool, split_after: [node ids], side_stream: [node ids]
+    fusion: dict        # fuse_adjacent: bool, split_after: [node ids], side_stream: [node ids],
+    #                     text_lengths: [prompt lengths a cuda group is also captured for]
     parity: dict        # samples, atol, rtol
     passes: dict = field(default_factory=dict)
     source: str = ''    # path the spec was read from
@@ -135,16 +138,25 @@ def parse_spec(d: dict, source: str = '') -> Spec:
     stages = {k: _stage_choice(v, f'stages.{k}', target) for k, v in stages_in.items()}
     stages.setdefault('default', StageChoice('host', reason='host reference for every stage'))
     fusion = d.get('fusion', {})
-    _check_keys(fusion, {'fuse_adjacent', 'split_after', 'side_stream'}, 'fusion')
+    _check_keys(fusion, {'fuse_adjacent', 'split_after', 'side_stream', 'text_lengths'},
+                'fusion')
     side = fusion.get('side_stream', [])
     if not isinstance(side, list) or not all(isinstance(s, str) for s in side):
         raise SpecError(f'fusion.side_stream: a list of stage names, got {side!r}')
+    lengths = fusion.get('text_lengths', [])
+    if (not isinstance(lengths, list)
+            or not all(isinstance(n, int) and not isinstance(n, bool) and n >= MIN_LENGTH
+                       for n in lengths)
+            or any(a >= b for a, b in zip(lengths, lengths[1:]))):
+        raise SpecError(f'fusion.text_lengths: prompt lengths in tokens, each >= {MIN_LENGTH}, '
+                        f'in increasing order, got {lengths!r}')
     parity = {'samples': 4, 'atol': 1e-4, 'rtol': 1e-3, **d.get('parity', {})}
     _check_keys(parity, {'samples', 'atol', 'rtol'}, 'parity')
     if int(parity['samples']) < 1:
         raise SpecError('parity.samples: must be >= 1')
     passes = _passes(d.get('passes', {}))
-    fusion = {'fuse_adjacent': True, 'split_after': [], 'side_stream': [], **fusion}
+    fusion = {'fuse_adjacent': True, 'split_after': [], 'side_stream': [], 'text_lengths': [],
+              **fusion}
     return Spec(name=d['name'], policy=policy, weights=weights, control=control, target=target,
                 stages=stages, fusion=fusion, parity=parity, passes=passes, source=source)
 

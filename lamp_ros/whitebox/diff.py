@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from lamp_ros.artifact.load import open_artifact
+from lamp_ros.backends.text_lengths import captured_lengths
 from lamp_ros.whitebox.inspect import PARITY, PROFILE, read_evidence
 
 CAUSES = ('nodes_changed', 'nodes_added', 'nodes_removed', 'weights_changed', 'plan_changed',
@@ -114,7 +115,8 @@ def diff_weights(a, b) -> list:
 
 def _group_row(g) -> dict:
     return {'name': g.name, 'backend': g.backend, 'precision': g.precision, 'device': g.device,
-            'nodes': list(g.nodes), 'side_stages': list(g.side_stages)}
+            'nodes': list(g.nodes), 'side_stages': list(g.side_stages),
+            'text_lengths': captured_lengths(g.build)}
 
 
 def diff_plan(pa, pb) -> dict:

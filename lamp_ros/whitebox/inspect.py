@@ -13,6 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from lamp_ros.artifact.load import open_artifact
+from lamp_ros.backends.text_lengths import captured_lengths
 
 PARITY = 'evidence/parity.json'
 PROFILE = 'evidence/profile.json'
@@ -46,9 +47,12 @@ def profile_summary(profile: dict | None) -> dict | None:
 
 
 def _members(group: dict) -> str:
-    """Member stages in order; those captured from a second stream say so."""
+    """Member stages in order; those captured from a second stream say so, and a group
+    captured for several prompt lengths names them."""
     side = set(group.get('side_stages', ()))
-    return ', '.join(n + (' (side stream)' if n in side else '') for n in group['nodes'])
+    members = ', '.join(n + (' (side stream)' if n in side else '') for n in group['nodes'])
+    lengths = group.get('text_lengths')
+    return members + (f'; prompt lengths {", ".join(map(str, lengths))}' if lengths else '')
 
 
 def inspect_artifact(path: str) -> dict:
@@ -61,7 +65,8 @@ def inspect_artifact(path: str) -> dict:
                'device': g.device, 'phase': plan.phases[g.nodes[0]], 'nodes': list(g.nodes),
                'node_count': len(g.nodes), 'inputs': list(g.inputs),
                'outputs': list(g.outputs), 'reason': g.reason,
-               'side_stages': list(g.side_stages)}
+               'side_stages': list(g.side_stages),
+               'text_lengths': captured_lengths(g.build)}
               for g in plan.groups]
     nodes = [{'id': n.id, 'op': n.op, 'kind': n.kind, 'group': group_of.get(n.id),
               'hash': hashes[n.id], 'ops': len(n.subgraph.ops) if n.subgraph else 0,

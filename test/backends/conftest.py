@@ -3,6 +3,7 @@
 import pytest
 import torch
 
+from lamp_ros.backends import text_lengths
 from lamp_ros.backends.group_module import group_module
 from lamp_ros.compiler.partition import assign, partition
 from lamp_ros.compiler.passes import run_passes
@@ -14,8 +15,9 @@ from lamp_ros.trace.from_spec import build_pipeline, trace_pipeline
 
 
 @pytest.fixture(scope='session')
-def program(tmp_path_factory):
-    """(group, exported program of the cuda group loaded back from its archive, its inputs)."""
+def cuda_group():
+    """(spec, graph, group, the group's module on the lamp kernels' CPU code, its inputs as the
+    example observation makes them)."""
     spec = load_spec('config/specs/pi05_tiny_cuda.yaml')
     pipeline = build_pipeline(spec)
     values = {}
@@ -27,8 +29,30 @@ def program(tmp_path_factory):
     use_kernels(modules)
     module = group_module(graph, group, modules)
     args = tuple(torch.as_tensor(values[name]) for name in group.inputs)
+    return spec, graph, group, module, args, values
+
+
+def _exported(module, args, path, dynamic_shapes=None):
     with torch.no_grad():
-        exported = torch.export.export(module, args, strict=False)
-    path = tmp_path_factory.mktemp('stage_streams') / 'program.pt2'
+        exported = torch.export.export(module, args, strict=False, dynamic_shapes=dynamic_shapes)
     torch.export.save(exported, str(path))
-    return group, torch.export.load(str(path)), args
+    return torch.export.load(str(path))
+
+
+@pytest.fixture(scope='session')
+def program(cuda_group, tmp_path_factory):
+    """(group, exported program of the cuda group loaded back from its archive, its inputs)."""
+    _, _, group, module, args, _ = cuda_group
+    path = tmp_path_factory.mktemp('stage_streams') / 'program.pt2'
+    return group, _exported(module, args, path), args
+
+
+@pytest.fixture(scope='session')
+def text_program(cuda_group, tmp_path_factory):
+    """(group, the program exported as the build exports it with the spec's prompt lengths,
+    its TextAxis, its inputs), loaded back from its archive."""
+    spec, graph, group, module, args, values = cuda_group
+    axis = text_lengths.text_axis(graph, group, values, spec.fusion['text_lengths'])
+    path = tmp_path_factory.mktemp('text_lengths') / 'program.pt2'
+    exported = _exported(module, args, path, text_lengths.dynamic_shapes(axis, group.inputs))
+    return group, exported, axis, args

@@ -40,6 +40,10 @@ def test_committed_spec_loads():
     (lambda d: d.pop('policy'), 'policy: missing'),
     (lambda d: d['fusion'].update(side_stream='denoise'), 'fusion.side_stream: a list'),
     (lambda d: d['fusion'].update(side_streams=['denoise']), 'fusion.side_streams: unknown'),
+    (lambda d: d['fusion'].update(text_lengths=64), 'fusion.text_lengths: prompt lengths'),
+    (lambda d: d['fusion'].update(text_lengths=[128, 64]), 'fusion.text_lengths: prompt'),
+    (lambda d: d['fusion'].update(text_lengths=[1]), 'fusion.text_lengths: prompt lengths'),
+    (lambda d: d['fusion'].update(text_lengths=[True]), 'fusion.text_lengths: prompt lengths'),
 ])
 def test_bad_spec_names_the_key(edit, key):
     d = _raw()
@@ -67,3 +71,5 @@ def test_full_and_gpu_specs_load():
     assert load_spec('config/specs/pi05_tiny_cuda.yaml').choice('denoise').backend == 'cuda'
     assert full.fusion['side_stream'] == ['denoise']
     assert load_spec(SPEC).fusion['side_stream'] == []  # off unless a spec names stages
+    assert full.fusion['text_lengths'] == [64, 128]
+    assert load_spec(SPEC).fusion['text_lengths'] == []  # one prompt length unless asked

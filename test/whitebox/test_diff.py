@@ -128,3 +128,22 @@ def test_plan_diff_names_a_side_stream():
     assert diff_plan(one, two) == {
         'groups_changed': {'g03_cuda': {'side_stages': [[], ['denoise']]}}}
     assert diff_plan(two, two) == {}
+
+
+def test_plan_diff_names_the_prompt_lengths():
+    """Switching fusion.text_lengths on changes the cuda group's build (`build.text`, which the
+    runner captures from), and the diff says which lengths."""
+    from dataclasses import replace
+    from lamp_ros.artifact.plan import BuildPlan
+    from lamp_ros.backends.base import GroupSpec
+    from lamp_ros.whitebox.diff import diff_plan
+    group = GroupSpec('g03_cuda', 'cuda', 'bf16', 'cuda:0', ('vision', 'prefix', 'denoise'),
+                      ('stack_cameras.pixels', 'tokenize.token_ids', 'tokenize.token_mask'),
+                      ('denoise.actions',), build={'text': None})
+    text = {'inputs': ['tokenize.token_ids', 'tokenize.token_mask'],
+            'mask': 'tokenize.token_mask', 'lengths': [64, 128, 200]}
+    one = BuildPlan('cuda', (group,), {}, {})
+    two = BuildPlan('cuda', (replace(group, build={'text': text}),), {}, {})
+    assert diff_plan(one, two) == {
+        'groups_changed': {'g03_cuda': {'text_lengths': [[], [64, 128, 200]]}}}
+    assert diff_plan(two, two) == {}

@@ -85,3 +85,5 @@ def test_members_name_the_side_stream():
     from lamp_ros.whitebox.inspect import _members
     group = {'nodes': ['vision', 'prefix', 'denoise'], 'side_stages': ['denoise']}
     assert _members(group) == 'vision, prefix, denoise (side stream)'
+    group['text_lengths'] = [64, 128, 200]
+    assert _members(group) == 'vision, prefix, denoise (side stream); prompt lengths 64, 128, 200'
