@@ -25,7 +25,11 @@ side by side on the same inputs (the artifact's own group inputs for the example
                  resize, normalisation) and copies, as a tick runs it (`lamp_inference`: the
                  vision's graph launched before the tokenizer and the noise) and in plan order
                  (`lamp_inference_serial`); `lamp_gpu_overlapped` is the CUDA-event time of the
-                 former, which also holds any host time the vision does not cover
+                 former, which also holds any host time the vision does not cover. An
+                 artifact captured for shorter prompts (spec fusion.text_lengths) runs the
+                 bench's prompt (52 valid tokens of 200) at the shortest length that holds it
+                 (`lamp_text_length`); `lamp_full_prompt` is its GPU time with a prompt that
+                 needs all 200, the length every baseline computes
 Median and p99 ms, ratios, % of a stage-wise roofline from counted FLOPs and weight bytes, peak
 GPU memory of the artifact, and parity: relative L2 error of the artifact's actions against the
 eager bf16 reference on the same inputs. Keys the script cannot measure are null with a reason.
@@ -127,11 +131,9 @@ def load_artifact(path: str, runs: int):
     x = [torch.as_tensor(np.asarray(captured[name])).cuda() for name in group.inputs]
     (out_name,) = group.outputs
     lamp_out = torch.as_tensor(np.asarray(captured[out_name], np.float32)).cuda()
-    times = {}
-    # the groups in plan order first (the GPU time is the graphs' alone), then as a control
-    # tick runs them: the first stage's graph launched before the other host stages
-    # (runtime/schedule.py), whose whole inference is what the robot waits for
-    for overlap, inference_key in ((False, 'lamp_inference_serial'), (True, 'lamp_inference')):
+    times, text = {}, {}
+
+    def measure(feeds, overlap, gpu_key, inference_key):
         runtime.overlap = overlap
         for _ in range(5):
             runtime.reset()
@@ -142,10 +144,45 @@ def load_artifact(path: str, runs: int):
             runtime.run(feeds)
         profile = runtime.profile()
         gpu, inference = profile['gpu'][group.name], profile['inference']
-        times['lamp_gpu_overlapped' if overlap else 'lamp'] = (gpu['p50_ms'], gpu['p99_ms'])
+        times[gpu_key] = (gpu['p50_ms'], gpu['p99_ms'])
         times[inference_key] = (inference['p50_ms'], inference['p99_ms'])
+
+    axis = getattr(runner_of(runtime, group), 'text', None)
+    if axis is not None:  # captured for shorter prompts: also a prompt that needs every token
+        long_feeds, tokens = full_prompt_feeds(runtime, axis)
+        measure(long_feeds, True, 'lamp_full_prompt', 'lamp_full_prompt_inference')
+        text = {'lamp_text_lengths': list(axis.lengths), 'lamp_full_prompt_tokens': tokens}
+    # the groups in plan order first (the GPU time is the graphs' alone), then as a control
+    # tick runs them: the first stage's graph launched before the other host stages
+    # (runtime/schedule.py), whose whole inference is what the robot waits for
+    measure(feeds, False, 'lamp', 'lamp_inference_serial')
+    measure(feeds, True, 'lamp_gpu_overlapped', 'lamp_inference')
+    if axis is not None:
+        text['lamp_text_length'] = runner_of(runtime, group).last_text_length
+        text['lamp_prompt_tokens'] = int(np.asarray(captured[axis.mask]).sum())
     peak = torch.cuda.max_memory_allocated() / 1e9
-    return runtime, group, x, lamp_out, times, peak
+    return runtime, group, x, lamp_out, times, peak, text
+
+
+def full_prompt_feeds(runtime, axis):
+    """Feeds of the bench's observation with a prompt long enough that only the full-length
+    graph holds it (backends/text_lengths.py), and its count of valid tokens: the figure at
+    the issue's 200 prompt tokens, beside the bench's own prompt's."""
+    from lamp_ros.runtime.loop import synthetic_observation
+    observation = synthetic_observation(runtime)
+    for words in range(axis.full, 0, -4):
+        feeds = runtime.feeds({**observation, 'prompt': ' '.join(['cube'] * words)}, 0.0)
+        captured = {}
+        runtime.reset()
+        try:
+            runtime.run(feeds, capture=captured)
+        except ValueError:  # more tokens than the full length: the tokenizer refuses to cut
+            continue
+        mask = np.asarray(captured[axis.mask])
+        if axis.length_for(mask) == axis.full:
+            return feeds, int(mask.sum())
+        break
+    raise RuntimeError(f'no prompt of repeated words needs all {axis.full} tokens')
 
 
 def runner_of(runtime, group):
@@ -154,20 +191,24 @@ def runner_of(runtime, group):
 
 
 def kernel_table(runtime, path: str) -> None:
-    """Kernel-level profile of one call of the artifact's exported program (outside its graph)."""
+    """Kernel-level profile of one call of the artifact's exported program (outside its graph)
+    at the prompt length the bench's last inference ran (the full one without text lengths)."""
     from torch.profiler import profile, ProfilerActivity
     (group,) = [g for g, _ in runtime.inference_runners if g.backend == 'cuda']
     runner = runner_of(runtime, group)
+    length = getattr(runner, 'last_text_length', None)
+    inputs = runner.at_length(runner.static_in, length) if length else runner.static_in
     with torch.no_grad():
-        runner.module(*runner.static_in)
+        runner.module(*inputs)
         torch.cuda.synchronize()
         with profile(activities=[ProfilerActivity.CUDA]) as prof:
-            runner.module(*runner.static_in)
+            runner.module(*inputs)
             torch.cuda.synchronize()
     table = prof.key_averages().table(sort_by='cuda_time_total', row_limit=40)
     kernels = sum(e.count for e in prof.key_averages() if e.device_type.name == 'CUDA')
+    at = f' (prompt length {length})' if length else ''
     with open(path, 'w') as f:
-        f.write(f'kernel launches in one inference: {kernels}\n{table}\n')
+        f.write(f'kernel launches in one inference{at}: {kernels}\n{table}\n')
     print(f'kernel launches per inference: {kernels} (table in {path})', flush=True)
 
 
@@ -205,15 +246,21 @@ def main():
         spec = json.load(f)
     with open(os.path.join(args.artifact, 'evidence', 'build.json')) as f:
         build = json.load(f)
-    runtime, group, x, lamp_out, results, lamp_peak = load_artifact(args.artifact, args.runs)
+    runtime, group, x, lamp_out, results, lamp_peak, text = load_artifact(args.artifact,
+                                                                          args.runs)
     print(f"lamp: {results['lamp'][0]:.2f} ms (GPU time of the artifact's CUDA graph)",
           flush=True)
+    for key in ('lamp_inference', 'lamp_full_prompt', 'lamp_full_prompt_inference'):
+        if key in results:
+            print(f'{key}: {results[key][0]:.2f} ms (p99 {results[key][1]:.2f})', flush=True)
+    if text:
+        print(f'prompt lengths: {text}', flush=True)
     if args.kernels_out:
         try:
             kernel_table(runtime, args.kernels_out)
         except Exception as exc:  # the profile is a diagnostic, not a figure
             print(f'kernel table failed: {type(exc).__name__}: {exc}', flush=True)
-    outs, not_measured, infos = {}, {}, {'hf_eager_info': {}, 'torch_compile_info': {}}
+    outs, not_measured, infos = {}, {}, {'hf_eager_info': {}, 'torch_compile_info': {}, **text}
     if not args.torch_compile:
         not_measured['torch_compile_ms'] = 'not run: pass --torch-compile (minutes of autotuning)'
 
@@ -278,7 +325,8 @@ def main():
     report = save(todo)
     ms, lamp_ms = report['median_ms'], report['lamp_ms']
     for key in ('hf_eager', 'eager', 'eager_graph', 'torch_compile', 'lamp', 'lamp_inference',
-                'lamp_inference_serial', 'lamp_gpu_overlapped'):
+                'lamp_inference_serial', 'lamp_gpu_overlapped', 'lamp_full_prompt',
+                'lamp_full_prompt_inference'):
         if key in ms:
             print(f'{key:16s} median {ms[key]:9.2f} ms  p99 {results[key][1]:9.2f} ms  '
                   f'x{ms[key] / lamp_ms:6.2f} of lamp')
@@ -287,6 +335,10 @@ def main():
     for key in ('roofline_ms', 'pct_of_roofline', 'parity_max_rel_error', 'lamp_peak_memory_gb',
                 'build_total_s'):
         print(f'{key:28s} {report[key]:.4g}')
+    for key in ('lamp_prompt_tokens', 'lamp_text_length', 'lamp_full_prompt_tokens',
+                'lamp_text_lengths'):
+        if key in report:
+            print(f'{key:28s} {report[key]}')
 
 
 def synthetic_inputs(cfg, device: str = 'cuda') -> list:
