@@ -55,6 +55,7 @@ VARIANT_EDITS = {
     'seed': lambda s: s['weights'].update(stage_seeds={'vision': 7}),
     'fp16': lambda s: s['stages']['vision'].update(precision='fp16'),
     'area': lambda s: s['policy']['glue'].update(interpolation='area'),
+    'one_length': lambda s: s['fusion'].update(text_lengths=[]),  # every prompt at 96 tokens
 }
 
 

@@ -84,6 +84,10 @@ def compile(ctx) -> GroupBuild:
         program = torch.export.export(
             module, tuple(args), strict=False,
             dynamic_shapes=text_lengths.dynamic_shapes(axis, ctx.group.inputs) if axis else None)
+    if axis:
+        shapes = text_lengths.program_output_shapes(program)
+        text_lengths.refuse_length_dependent_outputs(ctx.group.name,
+                                                     dict(zip(ctx.group.outputs, shapes)))
     program._example_inputs = None  # keep the archive free of pickled objects
     streams = _stream_schedule(ctx.group, program)
     rel = f'groups/{ctx.group.name}/program.pt2'

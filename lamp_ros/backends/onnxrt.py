@@ -9,16 +9,25 @@ offset, length), so the pair is also a valid ONNX model with external data for o
 Precision: fp32, or fp16 (ONNX Runtime's CPU provider runs the tiny model in fp16, with its own
 fallback casts where a kernel is missing); the group casts at its boundary, and the fp16 weights,
 being derived data, go to groups/<name>/weights.fp16.safetensors.
+Prompt lengths (spec `fusion.text_lengths`, backends/text_lengths.py): the group is exported
+once more for each listed length, static like the full one (a dynamic ONNX axis cost 1.2-2 ms
+a call on pi05_tiny at every length: shape arithmetic ORT folds away when the shapes are
+fixed); the build runs each length's session against the full one (plan.json
+`build.text_check`), and each run takes the session of the shortest length that holds the
+prompt, the token inputs cut as views: pi05_tiny's example prompt (52 of 96 tokens) runs at 64.
+The sessions share the weight OrtValues.
 Run side: one InferenceSession per group; the weights are read with safetensors' numpy API and
 handed over with `SessionOptions.add_external_initializers`, so ORT neither reads nor copies the
 files itself and still treats the weights as constants. No torch on the run side.
 """
 
+import dataclasses
 import os
 import warnings
 
 import numpy as np
 
+from lamp_ros.backends import text_lengths
 from lamp_ros.backends.base import BackendUnavailable, GroupBuild
 from lamp_ros.backends.group_module import group_module
 
@@ -80,9 +89,11 @@ def _weights_for_precision(ctx):
     return modules, dtype, {n: rel for n in ctx.group.nodes}
 
 
-def export_onnx(ctx, path: str) -> dict:
+def export_onnx(ctx, path: str, weights: tuple, length: tuple | None = None) -> dict:
     """Export the group to `path` with weights as external data in safetensors files;
-    return {initializer name: {'file': relative path, 'tensor': name in that file}}."""
+    return {initializer name: {'file': relative path, 'tensor': name in that file}}.
+    `weights`: what _weights_for_precision made; `length`: (TextAxis, n) to export at a prompt
+    of n tokens (the example's token inputs cut to n), static like the full one."""
     import onnx
     from onnx import TensorProto
     import torch
@@ -90,14 +101,18 @@ def export_onnx(ctx, path: str) -> dict:
     for node_id in ctx.group.nodes:
         if '.' in node_id:
             raise ValueError(f'onnxruntime: model node id {node_id!r} must not contain "."')
-    modules, dtype, files = _weights_for_precision(ctx)
+    modules, dtype, files = weights
     module = group_module(ctx.graph, ctx.group, modules, compute_dtype=dtype)
-    args = tuple(torch.as_tensor(np.asarray(ctx.example[v])) for v in ctx.group.inputs)
-    ctx.say(f'{ctx.group.name}: torch.onnx.export ({len(ctx.group.nodes)} stages)')
+    args = [torch.as_tensor(np.asarray(ctx.example[v])) for v in ctx.group.inputs]
+    if length:
+        axis, n = length
+        args = axis.cut(ctx.group.inputs, args, n)
+    ctx.say(f'{ctx.group.name}: torch.onnx.export ({len(ctx.group.nodes)} stages)' +
+            (f' at {length[1]} prompt tokens' if length else ''))
     with torch.no_grad(), warnings.catch_warnings():
         # The TorchScript exporter is deprecated but 10x faster here; the choice is deliberate.
         warnings.simplefilter('ignore', DeprecationWarning)
-        torch.onnx.export(module, args, path, dynamo=False, opset_version=OPSET,
+        torch.onnx.export(module, tuple(args), path, dynamo=False, opset_version=OPSET,
                           input_names=list(ctx.group.inputs),
                           output_names=list(ctx.group.outputs), do_constant_folding=False)
     model = onnx.load(path)
@@ -112,14 +127,14 @@ def export_onnx(ctx, path: str) -> dict:
             offsets[rel] = safetensors_offsets(os.path.join(ctx.root, rel))
         if key not in offsets[rel]:
             raise ValueError(f'{rel}: no tensor {key!r} for ONNX initializer {init.name}')
-        offset, length = offsets[rel][key]
+        offset, size = offsets[rel][key]
         bindings[init.name] = {'file': rel, 'tensor': key}
         for field in ('raw_data', 'float_data', 'int32_data', 'int64_data', 'double_data'):
             init.ClearField(field)
         init.data_location = TensorProto.EXTERNAL
         del init.external_data[:]
         location = os.path.relpath(os.path.join(ctx.root, rel), os.path.dirname(path))
-        for key, value in (('location', location), ('offset', offset), ('length', length)):
+        for key, value in (('location', location), ('offset', offset), ('length', size)):
             entry = init.external_data.add()
             entry.key, entry.value = key, str(value)
     model.producer_name = 'lamp_ros'
@@ -128,17 +143,41 @@ def export_onnx(ctx, path: str) -> dict:
     return bindings
 
 
+def length_file(group: str, n: int) -> str:
+    return f'groups/{group}/model.text{n}.onnx'
+
+
 def compile(ctx) -> GroupBuild:
     rel = f'groups/{ctx.group.name}/model.onnx'
     path = os.path.join(ctx.root, rel)
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    bindings = export_onnx(ctx, path)
+    weights = _weights_for_precision(ctx)
+    bindings = export_onnx(ctx, path, weights)
+    axis = text_lengths.text_axis(ctx.graph, ctx.group, ctx.example, ctx.text_lengths)
+    by_length = {}
+    for n in axis.lengths[:-1] if axis else ():
+        by_length[str(n)] = length_file(ctx.group.name, n)
+        if export_onnx(ctx, os.path.join(ctx.root, by_length[str(n)]), weights,
+                       (axis, n)) != bindings:
+            raise ValueError(f'{ctx.group.name}: the export at {n} prompt tokens binds other '
+                             f'weights than the full one')
     derived = {b['file'] for b in bindings.values() if b['file'].startswith('groups/')}
-    files = sorted({rel, *derived})
-    return GroupBuild(files=tuple(files), metadata={
-        'onnx': rel, 'opset': OPSET, 'precision': ctx.group.precision,
-        'weights': dict(sorted(bindings.items())),
-    })
+    files = sorted({rel, *by_length.values(), *derived})
+    metadata = {'onnx': rel, 'opset': OPSET, 'precision': ctx.group.precision,
+                'weights': dict(sorted(bindings.items())),
+                'text': axis.to_dict() if axis else None, 'text_onnx': by_length or None}
+    if axis:
+        ctx.say(f'{ctx.group.name}: checking the sessions at prompt lengths '
+                f'{list(axis.lengths)}')
+        runner = OrtRunner(dataclasses.replace(ctx.group, build=metadata), ctx.root, 'cpu')
+        outputs = list(ctx.group.outputs)
+
+        def run(values):
+            n = np.shape(values[ctx.group.inputs.index(axis.mask)])[1]
+            return runner.sessions[n].run(outputs, dict(zip(ctx.group.inputs, values)))
+        errors = text_lengths.check_lengths(ctx.group, axis, ctx.example, run)
+        metadata['text_check'] = {str(n): e for n, e in errors.items()}
+    return GroupBuild(files=tuple(files), metadata=metadata)
 
 
 # ---- run side --------------------------------------------------------------------------------
@@ -150,7 +189,9 @@ def load_tensors(root: str, rel: str) -> dict:
 
 
 class OrtRunner:
-    """One InferenceSession for the group; feeds and results are numpy arrays by value name."""
+    """One InferenceSession for the group, or one per prompt length for a group built with
+    them (`sessions`, keyed by length; all of them on the same weight OrtValues); feeds and
+    results are numpy arrays by value name."""
 
     def __init__(self, group, root: str, device: str, threads: int = 0,
                  profile_prefix: str | None = None):
@@ -161,20 +202,10 @@ class OrtRunner:
         except ImportError as exc:
             raise BackendUnavailable(f'onnxruntime is not installed ({exc})') from exc
         meta = group.build
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = threads
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        # No busy-waiting worker threads: on a robot computer the control loop, the drivers and
-        # the inference share the cores, and spinning threads steal the control tick's time.
-        options.add_session_config_entry('session.intra_op.allow_spinning', '0')
-        options.add_session_config_entry('session.inter_op.allow_spinning', '0')
-        if profile_prefix:
-            options.enable_profiling = True
-            options.profile_file_prefix = profile_prefix
         by_file = {}
         for name, ref in meta['weights'].items():
             by_file.setdefault(ref['file'], {})[name] = ref['tensor']
-        names, self._weights = [], []  # the OrtValues must outlive the session
+        names, self._weights = [], []  # the OrtValues must outlive the sessions
         for rel, wanted in sorted(by_file.items()):
             tensors = load_tensors(root, rel)
             for name, key in sorted(wanted.items()):
@@ -184,30 +215,63 @@ class OrtRunner:
                 names.append(name)
                 self._weights.append(
                     ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(tensors[key])))
-        options.add_external_initializers(names, self._weights)
         providers = ['CPUExecutionProvider']
         if device.startswith('cuda') and 'CUDAExecutionProvider' in ort.get_available_providers():
             providers.insert(0, 'CUDAExecutionProvider')
-        self.session = ort.InferenceSession(os.path.join(root, meta['onnx']), options,
-                                            providers=providers)
+
+        def session(rel):
+            options = ort.SessionOptions()
+            options.intra_op_num_threads = threads
+            options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+            # No busy-waiting worker threads: on a robot computer the control loop, the drivers
+            # and the inference share the cores, and spinning threads steal the tick's time.
+            options.add_session_config_entry('session.intra_op.allow_spinning', '0')
+            options.add_session_config_entry('session.inter_op.allow_spinning', '0')
+            if profile_prefix:
+                options.enable_profiling = True
+                options.profile_file_prefix = profile_prefix
+            options.add_external_initializers(names, self._weights)
+            return ort.InferenceSession(os.path.join(root, rel), options, providers=providers)
+
+        self.text = text_lengths.TextAxis.from_dict(meta['text']) if meta.get('text') else None
+        self.session = session(meta['onnx'])  # the full prompt length
+        self.sessions = {self.text.full if self.text else None: self.session}
+        for n, rel in (meta.get('text_onnx') or {}).items():
+            self.sessions[int(n)] = session(rel)
+        if self.text and sorted(self.sessions) != list(self.text.lengths):
+            raise ValueError(f'{group.name}: ONNX files for prompt lengths '
+                             f'{sorted(self.sessions)}, the group runs at '
+                             f'{list(self.text.lengths)}')
         self.inputs = tuple(group.inputs)
         self.outputs = tuple(group.outputs)
         self.providers = self.session.get_providers()
+        self.last_text_length = self.text.full if self.text else None
+
+    def session_for(self, feeds: dict) -> tuple:
+        """(session, its feeds): for a group built with prompt lengths, the session of the
+        shortest that holds the prompt's valid tokens (`last_text_length`), the token inputs
+        cut as views."""
+        if self.text is None:
+            return self.session, feeds
+        length = self.text.length_for(feeds[self.text.mask])
+        values = self.text.cut(self.inputs, [feeds[name] for name in self.inputs], length)
+        self.last_text_length = length
+        return self.sessions[length], dict(zip(self.inputs, values))
 
     def run(self, feeds: dict, state=None, out=None) -> dict:
         """With `out` (preallocated arrays for every output), ORT writes the results straight
         into them through IOBinding and reads the inputs in place: no copies either way."""
+        session, feeds = self.session_for(feeds)
         if not out or any(out.get(v) is None for v in self.outputs):
-            results = self.session.run(list(self.outputs),
-                                       {name: feeds[name] for name in self.inputs})
+            results = session.run(list(self.outputs), {name: feeds[name] for name in self.inputs})
             return dict(zip(self.outputs, results))
-        binding = self.session.io_binding()
+        binding = session.io_binding()
         for name in self.inputs:
             binding.bind_cpu_input(name, np.ascontiguousarray(feeds[name]))
         for name in self.outputs:
             buf = out[name]
             binding.bind_output(name, 'cpu', 0, buf.dtype, list(buf.shape), buf.ctypes.data)
-        self.session.run_with_iobinding(binding)
+        session.run_with_iobinding(binding)
         return {name: out[name] for name in self.outputs}
 
 

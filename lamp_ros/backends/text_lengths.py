@@ -1,12 +1,16 @@
-"""The cuda group captured for several prompt lengths, so that an inference skips the padding.
+"""A model group run at several prompt lengths, so that an inference skips the padding.
 
 Why: the tokenizer pads every prompt to the spec's max length (200 tokens for pi05_full), and a
 short task leaves most of that padding. The bench's observation has 52 valid tokens of 200, so
 148 of the prefix's 968 rows are computed for nobody: a padding token is a masked key for every
-query, and its own hidden state feeds only its own K/V. A CUDA graph has one static shape, so the
-build exports the group with the text length as a dynamic dimension (`dynamic_shapes`), the
-runner captures a graph for each length of the spec's `fusion.text_lengths` and the full one,
-and each inference replays the shortest that holds every valid token (`TextAxis.length_for`).
+query, and its own hidden state feeds only its own K/V. Each inference runs the group at the
+shortest length of the spec's `fusion.text_lengths` (or the full one) that holds every valid
+token (`TextAxis.length_for`). The cuda backend exports the group once with the text length as
+a dynamic dimension (`dynamic_shapes`) and captures a CUDA graph for each length (a graph has
+one static shape); ONNX Runtime gets one static export per length (a dynamic ONNX axis costs
+shape arithmetic ORT cannot fold), each checked against the full one at build
+(`check_lengths`). A few fixed lengths rather than each prompt's own: the shapes the build
+checked, a handful of graphs or sessions.
 
 Padding sits at the end of the text, so the last valid token sets the length; a mask with a valid
 token past every shorter length takes the full one, so no input is ever cut. The valid tokens
@@ -94,6 +98,64 @@ def text_axis(graph, group, example: dict, asked) -> TextAxis | None:
     if not lengths:
         return None
     return TextAxis(inputs=tuple(tokens), mask=masks[0], lengths=lengths + (full,))
+
+
+def refuse_length_dependent_outputs(group: str, shapes: dict) -> None:
+    """A group run at several prompt lengths must hand on the same shapes at every length: its
+    outputs go to buffers the memory plan sized once, and to groups built for one shape.
+    `shapes`: output name -> dims; a dim that is not an int (an ONNX dim_param, a torch SymInt)
+    changes with the length. Refused naming the outputs (e.g. a prefix group split from the
+    denoiser hands on a KV cache as long as the prompt)."""
+    varying = {v: [d if isinstance(d, int) else str(d) for d in s] for v, s in shapes.items()
+               if not all(isinstance(d, int) for d in s)}
+    if varying:
+        raise ValueError(f'{group}: fusion.text_lengths: the outputs {varying} change shape '
+                         f'with the prompt length; a group runs at several lengths only when '
+                         f'what it hands on does not (keep the prefix with the stages that '
+                         f'read its KV cache, or leave text_lengths out)')
+
+
+def program_output_shapes(program) -> list:
+    """The output shapes of a torch.export program, in order (a dynamic dim is a SymInt)."""
+    (out,) = [n for n in program.graph.nodes if n.op == 'output']
+    return [list(a.meta['val'].shape) for a in out.args[0]]
+
+
+CHECK_TOLERANCE = 1e-5  # of the outputs' scale: the padding adds nothing, rounding may differ
+
+
+def check_lengths(group, axis: TextAxis, example: dict, run) -> dict:
+    """Prove an export's text axis at every length: for each shorter length n, the example's
+    prompt with its tokens from n on masked out, run at n and at the full length, must give
+    outputs of the same shapes (refused as `refuse_length_dependent_outputs` does) and values
+    (to CHECK_TOLERANCE of their scale). An exporter that baked the full length into a shape
+    fails here instead of on the robot. `group`: its GroupSpec; `run(values) -> list of
+    arrays`, one value per group input and one array per group output. Returns {length: max
+    relative difference}."""
+    names = list(group.inputs)
+    values = [np.asarray(example[v]) for v in names]
+    at = names.index(axis.mask)
+    errors = {}
+    for n in axis.lengths[:-1]:
+        masked = list(values)
+        masked[at] = values[at].copy()
+        masked[at][:, n:] = False
+        full = [np.asarray(a) for a in run(masked)]
+        short = [np.asarray(a) for a in run(axis.cut(names, masked, n))]
+        refuse_length_dependent_outputs(group.name, {
+            v: [a if a == b else f'{a} at {n} tokens, {b} at {axis.full}'
+                for a, b in zip(s.shape, f.shape)] if s.shape != f.shape else list(f.shape)
+            for v, s, f in zip(group.outputs, short, full)})
+        scale = max(float(np.abs(f).max()) for f in full) or 1.0
+        error = max(float(np.abs(np.asarray(a, np.float64) - b).max())
+                    for a, b in zip(short, full)) / scale
+        if not error <= CHECK_TOLERANCE:
+            raise ValueError(f'{group.name}: text length {n}: the exported group\'s outputs '
+                             f'differ from the full length\'s by {error:.3g} of their scale '
+                             f'(allowed {CHECK_TOLERANCE:g}); the export did not keep the text '
+                             f'axis dynamic')
+        errors[n] = error
+    return errors
 
 
 def dynamic_shapes(axis: TextAxis, names) -> tuple:

@@ -56,7 +56,7 @@ class Spec:
     target: str
     stages: dict        # stage op -> StageChoice ('default' included)
     fusion: dict        # fuse_adjacent: bool, split_after: [node ids], side_stream: [node ids],
-    #                     text_lengths: [prompt lengths a cuda group is also captured for]
+    #                     text_lengths: [prompt lengths a cuda / onnxruntime group also runs at]
     parity: dict        # samples, atol, rtol
     passes: dict = field(default_factory=dict)
     source: str = ''    # path the spec was read from

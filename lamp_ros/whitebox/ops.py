@@ -77,11 +77,12 @@ def ort_op_profile(group, root: str, feeds: dict, runs: int = 5) -> dict:
     try:
         runner = OrtRunner(group, root, 'cpu',  # keeps the weights alive with the session
                            profile_prefix=os.path.join(workdir, group.name))
-        session = runner.session
-        inputs = {v: np.ascontiguousarray(feeds[v]) for v in group.inputs}
+        session, inputs = runner.session_for(feeds)  # at the prompt's length
+        inputs = {v: np.ascontiguousarray(inputs[v]) for v in group.inputs}
         for _ in range(max(runs, 1) + 1):
             session.run(None, inputs)
-        with open(session.end_profiling(), encoding='utf-8') as f:
+        written = {s: s.end_profiling() for s in runner.sessions.values()}
+        with open(written[session], encoding='utf-8') as f:
             kernels, measured = kernel_events(json.load(f))
     finally:
         shutil.rmtree(workdir, ignore_errors=True)

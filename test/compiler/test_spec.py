@@ -72,4 +72,7 @@ def test_full_and_gpu_specs_load():
     assert full.fusion['side_stream'] == ['denoise']
     assert load_spec(SPEC).fusion['side_stream'] == []  # off unless a spec names stages
     assert full.fusion['text_lengths'] == [64, 128]
-    assert load_spec(SPEC).fusion['text_lengths'] == []  # one prompt length unless asked
+    assert load_spec(SPEC).fusion['text_lengths'] == [48, 64]  # the demo's prompt runs at 64
+    raw = _raw()
+    del raw['fusion']['text_lengths']
+    assert parse_spec(raw).fusion['text_lengths'] == []  # one prompt length unless asked
