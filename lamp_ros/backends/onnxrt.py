@@ -245,7 +245,7 @@ class OrtRunner:
         self.inputs = tuple(group.inputs)
         self.outputs = tuple(group.outputs)
         self.providers = self.session.get_providers()
-        self.last_text_length = self.text.full if self.text else None
+        self.last_text_length = None  # until the first run
 
     def session_for(self, feeds: dict) -> tuple:
         """(session, its feeds): for a group built with prompt lengths, the session of the

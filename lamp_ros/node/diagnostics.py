@@ -75,5 +75,7 @@ def diagnostic_status(node_name: str, hardware_id: str, report: dict):
         values[f'group.{name}.p50_ms'] = f'{s["p50_ms"]:.2f}'
         values[f'group.{name}.p99_ms'] = f'{s["p99_ms"]:.2f}'
         values[f'group.{name}.backend'] = p['backends'].get(name, '')
+    for name, length in sorted(p.get('text_lengths', {}).items()):
+        values[f'group.{name}.text_length'] = str(length)  # prompt tokens it last ran at
     status.values = [KeyValue(key=k, value=v) for k, v in values.items()]
     return status

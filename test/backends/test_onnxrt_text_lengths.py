@@ -79,12 +79,14 @@ def test_each_prompt_runs_at_its_length_with_the_full_lengths_actions(tiny_artif
     """Three prompts, three lengths; the actions equal those of the artifact that runs every
     token to float32 rounding (the padding adds nothing)."""
     short, full = Runtime.load(tiny_artifact), Runtime.load(one_length)
-    assert _ort(full).text is None and _ort(full).last_text_length is None
+    assert short.profile()['text_lengths'] == {}  # nothing ran yet
     for length, prompt in PROMPTS.items():
         got, mask = _chunk(short, prompt)
         assert _ort(short).last_text_length == length, prompt
+        assert short.profile()['text_lengths'] == {'g03_onnxruntime': length}
         assert _ort(short).text.length_for(mask) == length
         want, _ = _chunk(full, prompt)
+        assert _ort(full).text is None and full.profile()['text_lengths'] == {}
         scale = np.abs(want).max()
         assert np.abs(got - want).max() <= 1e-5 * scale, prompt
 

@@ -88,6 +88,7 @@ def test_diagnostics_and_numeric_profile(harness):
                 'group.g03_onnxruntime.backend'):
         assert key in values, key
     assert values['group.g03_onnxruntime.backend'] == 'onnxruntime'
+    assert values['group.g03_onnxruntime.text_length'] == '64'  # the default prompt's length
     profile = h.profiles[-1]
     assert len(profile.data) == len(PROFILE_LAYOUT)
     assert profile.layout.dim[0].label == ','.join(PROFILE_LAYOUT)
