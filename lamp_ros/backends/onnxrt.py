@@ -16,9 +16,10 @@ fixed); the build runs each length's session against the full one (plan.json
 `build.text_check`), and each run takes the session of the shortest length that holds the
 prompt, the token inputs cut as views: pi05_tiny's example prompt (52 of 96 tokens) runs at 64.
 The sessions share the weight OrtValues.
-Run side: one InferenceSession per group; the weights are read with safetensors' numpy API and
-handed over with `SessionOptions.add_external_initializers`, so ORT neither reads nor copies the
-files itself and still treats the weights as constants. No torch on the run side.
+Run side: one InferenceSession per group (and per prompt length); the weights are read with
+safetensors' numpy API and handed over with `SessionOptions.add_external_initializers`, so ORT
+neither reads nor copies the files itself and still treats the weights as constants. No torch
+on the run side.
 """
 
 import dataclasses

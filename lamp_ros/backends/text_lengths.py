@@ -103,9 +103,9 @@ def text_axis(graph, group, example: dict, asked) -> TextAxis | None:
 def refuse_length_dependent_outputs(group: str, shapes: dict) -> None:
     """A group run at several prompt lengths must hand on the same shapes at every length: its
     outputs go to buffers the memory plan sized once, and to groups built for one shape.
-    `shapes`: output name -> dims; a dim that is not an int (an ONNX dim_param, a torch SymInt)
-    changes with the length. Refused naming the outputs (e.g. a prefix group split from the
-    denoiser hands on a KV cache as long as the prompt)."""
+    `shapes`: output name -> dims; a dim that is not an int (a torch SymInt, or a text naming
+    the sizes seen at two lengths) changes with the length. Refused naming the outputs (e.g. a
+    prefix group split from the denoiser hands on a KV cache as long as the prompt)."""
     varying = {v: [d if isinstance(d, int) else str(d) for d in s] for v, s in shapes.items()
                if not all(isinstance(d, int) for d in s)}
     if varying:
@@ -128,10 +128,10 @@ def check_lengths(group, axis: TextAxis, example: dict, run) -> dict:
     """Prove an export's text axis at every length: for each shorter length n, the example's
     prompt with its tokens from n on masked out, run at n and at the full length, must give
     outputs of the same shapes (refused as `refuse_length_dependent_outputs` does) and values
-    (to CHECK_TOLERANCE of their scale). An exporter that baked the full length into a shape
-    fails here instead of on the robot. `group`: its GroupSpec; `run(values) -> list of
-    arrays`, one value per group input and one array per group output. Returns {length: max
-    relative difference}."""
+    (to CHECK_TOLERANCE of their scale). An export that baked a length into a shape, or reads
+    the padding, fails here instead of on the robot. `group`: its GroupSpec; `run(values) ->
+    list of arrays`, one value per group input and one array per group output. Returns
+    {length: max relative difference}."""
     names = list(group.inputs)
     values = [np.asarray(example[v]) for v in names]
     at = names.index(axis.mask)
@@ -144,16 +144,16 @@ def check_lengths(group, axis: TextAxis, example: dict, run) -> dict:
         short = [np.asarray(a) for a in run(axis.cut(names, masked, n))]
         refuse_length_dependent_outputs(group.name, {
             v: [a if a == b else f'{a} at {n} tokens, {b} at {axis.full}'
-                for a, b in zip(s.shape, f.shape)] if s.shape != f.shape else list(f.shape)
-            for v, s, f in zip(group.outputs, short, full)})
+                for a, b in zip(s.shape, f.shape)]
+            for v, s, f in zip(group.outputs, short, full) if s.shape != f.shape})
         scale = max(float(np.abs(f).max()) for f in full) or 1.0
         error = max(float(np.abs(np.asarray(a, np.float64) - b).max())
                     for a, b in zip(short, full)) / scale
         if not error <= CHECK_TOLERANCE:
             raise ValueError(f'{group.name}: text length {n}: the exported group\'s outputs '
                              f'differ from the full length\'s by {error:.3g} of their scale '
-                             f'(allowed {CHECK_TOLERANCE:g}); the export did not keep the text '
-                             f'axis dynamic')
+                             f'(allowed {CHECK_TOLERANCE:g}); the export at this length does '
+                             f'not compute what the full one does')
         errors[n] = error
     return errors
 

@@ -132,7 +132,7 @@ def test_an_export_that_baked_the_full_length_is_caught():
     def baked(values):
         return [np.array([float(values[0].shape[1])])]
     assert text_lengths.check_lengths(_group(), axis, example, honest) == {48: 0.0, 64: 0.0}
-    with pytest.raises(ValueError, match='g: text length 48: .* did not keep the text axis'):
+    with pytest.raises(ValueError, match='g: text length 48: .* not compute what the full one'):
         text_lengths.check_lengths(_group(), axis, example, baked)
 
 
