@@ -56,6 +56,7 @@ VARIANT_EDITS = {
     'fp16': lambda s: s['stages']['vision'].update(precision='fp16'),
     'area': lambda s: s['policy']['glue'].update(interpolation='area'),
     'one_length': lambda s: s['fusion'].update(text_lengths=[]),  # every prompt at 96 tokens
+    'no_passes': lambda s: s.pop('passes'),  # the prototype's modules as they are
 }
 
 

@@ -18,8 +18,7 @@ from lamp_ros.graph.graph import Graph
 from lamp_ros.policies.example import example_observation
 from lamp_ros.trace.from_spec import build_pipeline, trace_pipeline
 
-SPEC = 'config/specs/pi05_tiny.yaml'
-OPT_SPEC = 'config/specs/pi05_tiny_opt.yaml'
+SPEC = 'config/specs/pi05_tiny.yaml'  # the exact passes on (the `no_passes` variant: off)
 ATOL = 1e-5
 EXACT = tuple(n for n in PASS_NAMES if n not in APPROXIMATE)  # outputs kept to rounding
 FP8_REL = 5e-2  # fp8_prefix_mlp: relative L2 error of a stage output (measured ~2.5e-2)
@@ -192,10 +191,10 @@ def test_pass_names_and_order():
 
 
 def test_spec_passes_are_known_names_and_booleans():
-    assert load_spec(SPEC).passes == {}
-    assert load_spec(OPT_SPEC).passes == {name: True for name in EXACT}
-    with open(OPT_SPEC) as f:
+    assert load_spec(SPEC).passes == {name: True for name in EXACT}
+    with open(SPEC) as f:
         raw = yaml.safe_load(f)
+    assert parse_spec({k: v for k, v in raw.items() if k != 'passes'}).passes == {}  # off
     raw['passes']['fold_everything'] = True
     with pytest.raises(SpecError, match='passes.fold_everything: unknown key'):
         parse_spec(raw)
@@ -205,24 +204,17 @@ def test_spec_passes_are_known_names_and_booleans():
         parse_spec(raw)
 
 
-# ---- one compile of the optimised spec -------------------------------------------------------
-
-@pytest.fixture(scope='session')
-def opt_artifact(tmp_path_factory):
-    out = tmp_path_factory.mktemp('artifact') / 'pi05_tiny_opt'
-    result = compile_spec(OPT_SPEC, str(out))
-    return result, str(out)
-
+# ---- the compiled pi05_tiny (its spec switches the exact passes on) -------------------------
 
 def _json(root, rel):
     with open(os.path.join(root, rel)) as f:
         return json.load(f)
 
 
-def test_optimised_artifact_passes_parity_and_records_the_passes(opt_artifact, tiny_graph):
-    result, root = opt_artifact
-    assert result.parity_passed
+def test_optimised_artifact_passes_parity_and_records_the_passes(tiny_artifact, tiny_graph):
+    root = tiny_artifact
     parity = _json(root, 'evidence/parity.json')
+    assert parity['passed']
     assert parity['tolerance'] == {'atol': 1e-4, 'rtol': 1e-3}
     assert parity['worst']['denoise.actions']['max_abs'] <= 1e-4
     assert _json(root, 'plan.json')['passes'] == list(EXACT)
@@ -248,10 +240,9 @@ def test_optimised_artifact_passes_parity_and_records_the_passes(opt_artifact, t
     assert set(graph.node('prefix').weights) == keys
 
 
-def test_lamp_diff_shows_the_passes(opt_artifact, tiny_artifact):
+def test_lamp_diff_shows_the_passes(tiny_artifact, tiny_variant):
     from lamp_ros.whitebox.diff import diff_artifacts
-    _, root = opt_artifact
-    report = diff_artifacts(tiny_artifact, root)
+    report = diff_artifacts(tiny_variant('no_passes'), tiny_artifact)
     changed = report['nodes_changed']
     assert set(changed) == {'vision', 'prefix', 'denoise'}
     for node_id in changed:
@@ -263,8 +254,8 @@ def test_lamp_diff_shows_the_passes(opt_artifact, tiny_artifact):
 
 @pytest.fixture(scope='session')
 def fp8_artifact(tmp_path_factory):
-    """pi05_tiny_opt with fp8_prefix_mlp on as well, at the tolerance its spec would state."""
-    with open(OPT_SPEC) as f:
+    """pi05_tiny with fp8_prefix_mlp on as well, at the tolerance its spec would state."""
+    with open(SPEC) as f:
         raw = yaml.safe_load(f)
     raw['name'] = 'pi05_tiny_fp8'
     raw['passes']['fp8_prefix_mlp'] = True
@@ -276,7 +267,7 @@ def fp8_artifact(tmp_path_factory):
     return result, str(root / 'artifact')
 
 
-def test_fp8_artifact_parity_and_lamp_diff(fp8_artifact, opt_artifact):
+def test_fp8_artifact_parity_and_lamp_diff(fp8_artifact, tiny_artifact):
     """The CPU artifact runs the FP8 numbers in ONNX Runtime (float32 e4m3 values: no float8
     type needed), passes its parity, and `lamp diff` against the exact-pass artifact shows the
     pass on the prefix alone, with its quantised weights."""
@@ -286,7 +277,7 @@ def test_fp8_artifact_parity_and_lamp_diff(fp8_artifact, opt_artifact):
     worst = _json(root, 'evidence/parity.json')['worst']['denoise.actions']
     assert 0 < worst['max_abs'] <= 2e-2  # measured ~6e-3: approximate, and inside the bound
     assert _json(root, 'plan.json')['passes'] == list(PASS_NAMES)
-    report = diff_artifacts(opt_artifact[1], root)
+    report = diff_artifacts(tiny_artifact, root)
     changed = report['nodes_changed']
     assert set(changed) == {'prefix'}
     assert changed['prefix']['attrs']['passes'] == [
