@@ -22,14 +22,31 @@ SPEC = os.path.join(ROOT, 'config', 'specs', 'pi05_tiny.yaml')
 ARTIFACT = os.path.join(ROOT, 'artifacts', 'pi05_tiny')
 
 
+def spec_changes(artifact: str, spec: str) -> list:
+    """The top-level spec keys whose values differ between the spec file and the copy the
+    artifact was built from (its spec.json): [] when the artifact is the spec's."""
+    import json
+
+    from lamp_ros.compiler.spec import load_spec
+    with open(os.path.join(artifact, 'spec.json'), encoding='utf-8') as f:
+        built = json.load(f)
+    wanted = json.loads(json.dumps(load_spec(spec).to_dict()))
+    return sorted(k for k in set(built) | set(wanted) if built.get(k) != wanted.get(k))
+
+
 def ensure_artifact(console: Console, spec: str = SPEC, out: str = ARTIFACT) -> str:
-    """Compile the tiny artifact if it is missing or does not load (corrupt, or built by an
-    older lamp_ros whose graph this runtime refuses): the same Runtime.load the node runs."""
+    """Compile the tiny artifact if it is missing, does not load (corrupt, or built by an
+    older lamp_ros whose graph this runtime refuses: the same Runtime.load the node runs) or
+    was built from another version of the spec (a spec edit shows in the demo at once)."""
     from lamp_ros.runtime import Runtime
     try:
         Runtime.load(out)
-        console.print(f'artifact: {os.path.relpath(out)} (present, verified, loads)')
-        return out
+        changed = spec_changes(out, spec)
+        if not changed:
+            console.print(f'artifact: {os.path.relpath(out)} (present, verified, loads)')
+            return out
+        console.print(f'artifact: rebuilding {os.path.relpath(out)} (built from another '
+                      f'{os.path.basename(spec)}: {", ".join(changed)} changed)')
     except ValueError as exc:
         console.print(f'artifact: building {os.path.relpath(out)} ({exc})')
     from lamp_ros.compiler.build import compile_spec

@@ -17,3 +17,19 @@ def test_demo_runs_and_reports(tmp_path):
     out = result.stdout
     assert 'commands:' in out and 'the arm followed' in out
     assert 'diagnostics' in out and 'last commands' in out
+
+
+def test_an_artifact_of_another_spec_version_is_named(tiny_artifact, tmp_path):
+    """The demo rebuilds artifacts/pi05_tiny when config/specs/pi05_tiny.yaml has changed since:
+    the keys that differ from the artifact's spec.json say why."""
+    import yaml
+
+    from lamp_ros.demo import spec_changes, SPEC
+    assert spec_changes(tiny_artifact, SPEC) == []
+    with open(SPEC, encoding='utf-8') as f:
+        spec = yaml.safe_load(f)
+    spec['passes']['fuse_attention'] = False
+    spec['fusion']['text_lengths'] = [64]
+    edited = tmp_path / 'pi05_tiny.yaml'
+    edited.write_text(yaml.safe_dump(spec))
+    assert spec_changes(tiny_artifact, str(edited)) == ['fusion', 'passes']
