@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import yaml
 
-from bench.text_lengths_cpu import PROMPTS as BENCH_PROMPTS
+from bench.tiny_cpu import PROMPTS as BENCH_PROMPTS
 from lamp_ros.backends import text_lengths
 from lamp_ros.backends.text_lengths import TextAxis
 from lamp_ros.ops.normalize import NormStats
