@@ -52,7 +52,12 @@ def _members(group: dict) -> str:
     side = set(group.get('side_stages', ()))
     members = ', '.join(n + (' (side stream)' if n in side else '') for n in group['nodes'])
     lengths = group.get('text_lengths')
-    return members + (f'; prompt lengths {", ".join(map(str, lengths))}' if lengths else '')
+    if not lengths:
+        return members
+    check = group.get('text_check')
+    checked = (f', each checked against the full one: max rel {max(check.values()):.2g}'
+               if check else '')
+    return members + f'; prompt lengths {", ".join(map(str, lengths))}{checked}'
 
 
 def inspect_artifact(path: str) -> dict:
@@ -66,7 +71,8 @@ def inspect_artifact(path: str) -> dict:
                'node_count': len(g.nodes), 'inputs': list(g.inputs),
                'outputs': list(g.outputs), 'reason': g.reason,
                'side_stages': list(g.side_stages),
-               'text_lengths': captured_lengths(g.build)}
+               'text_lengths': captured_lengths(g.build),
+               'text_check': g.build.get('text_check')}
               for g in plan.groups]
     nodes = [{'id': n.id, 'op': n.op, 'kind': n.kind, 'group': group_of.get(n.id),
               'hash': hashes[n.id], 'ops': len(n.subgraph.ops) if n.subgraph else 0,

@@ -167,3 +167,16 @@ def test_lamp_diff_shows_the_lengths(tiny_artifact, one_length, capsys):
     run_diff(one_length, tiny_artifact)
     out = capsys.readouterr().out
     assert '~ group g03_onnxruntime: {"text_lengths": [[], [48, 64, 96]]}' in out
+
+
+def test_lamp_inspect_shows_the_lengths_and_their_check(tiny_artifact):
+    from rich.console import Console
+
+    from lamp_ros.whitebox.inspect import inspect_artifact, print_inspect
+    report = inspect_artifact(tiny_artifact)
+    (group,) = [g for g in report['groups'] if g['backend'] == 'onnxruntime']
+    assert group['text_lengths'] == [48, 64, 96] and set(group['text_check']) == {'48', '64'}
+    console = Console(width=400, record=True)
+    print_inspect(report, console)
+    assert ('vision, prefix, denoise; prompt lengths 48, 64, 96, each checked against the '
+            'full one: max rel 0') in console.export_text()
