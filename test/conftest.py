@@ -57,6 +57,7 @@ VARIANT_EDITS = {
     'area': lambda s: s['policy']['glue'].update(interpolation='area'),
     'one_length': lambda s: s['fusion'].update(text_lengths=[]),  # every prompt at 96 tokens
     'no_passes': lambda s: s.pop('passes'),  # the prototype's modules as they are
+    'split_prefix': lambda s: s['fusion'].update(split_after=['prefix']),  # its own group
 }
 
 

@@ -145,7 +145,7 @@ def compile_spec(spec_path: str, out: str, progress=None) -> BuildResult:
         for group in groups:
             say(f'compile {group.name} ({group.backend}, {len(group.nodes)} nodes)')
             ctx = CompileContext(graph, group, root, modules, example, say,
-                                 text_lengths=tuple(spec.fusion.get('text_lengths', ())))
+                                 text_lengths=tuple(spec.fusion['text_lengths']))
             result = get_backend(group.backend).compile(ctx)
             built.append(type(group)(**{**group.__dict__, 'build': result.metadata}))
         done('compile_groups')

@@ -4,7 +4,6 @@ same spec built without them, through real ONNX Runtime sessions."""
 
 import numpy as np
 import pytest
-import yaml
 
 from bench.tiny_cpu import PROMPTS as BENCH_PROMPTS
 from lamp_ros.backends import text_lengths
@@ -13,18 +12,8 @@ from lamp_ros.ops.normalize import NormStats
 from lamp_ros.policies.example import example_observation
 from lamp_ros.runtime import Runtime
 
-TINY_SPEC = 'config/specs/pi05_tiny.yaml'
 # pi05_tiny's prompt is the task plus the discretised state: 42 tokens for one word
 PROMPTS = dict(zip((48, 64, 96), BENCH_PROMPTS.values()))
-
-
-def _spec_variant(tmp_path, name, edit):
-    with open(TINY_SPEC, encoding='utf-8') as f:
-        spec = yaml.safe_load(f)
-    edit(spec)
-    path = tmp_path / f'{name}.yaml'
-    path.write_text(yaml.safe_dump(spec))
-    return str(path)
 
 
 @pytest.fixture
@@ -102,15 +91,13 @@ def test_a_short_prompt_still_writes_into_the_arena(tiny_artifact):
     np.testing.assert_array_equal(view, actions)
 
 
-def test_a_group_whose_outputs_follow_the_prompt_is_refused(tmp_path):
+def test_a_group_whose_outputs_follow_the_prompt_is_refused(tiny_variant):
     """With the prefix in a group of its own, its KV cache is as long as the prompt: the build's
     check at each length refuses the group, naming the outputs and their shapes."""
-    from lamp_ros.compiler.build import compile_spec
-    spec = _spec_variant(tmp_path, 'split', lambda s: s['fusion'].update(split_after=['prefix']))
     with pytest.raises(ValueError, match=r"fusion.text_lengths: the outputs .*'prefix\.k_cache': "
                                          r"\[2, 1, '240 at 48 tokens, 288 at 96', 1, 32\].* "
                                          r"change shape with the prompt length"):
-        compile_spec(spec, str(tmp_path / 'artifact'))
+        tiny_variant('split_prefix')
 
 
 def _group(outputs=('actions',)):
