@@ -15,7 +15,13 @@ per GEMM as it picks the expert's tiles.
 Every form runs each GEMM once per layer on that layer's own weights (27 vision blocks, 17 prefix
 layers) in one timed CUDA-graph launch, so the weights come from HBM as in the inference.
 
-    python3 scripts/device/gemm_layout_probe.py [--out FILE.json]
+    python3 scripts/device/gemm_layout_probe.py [--out FILE.json] [--prefix-rows 832,896,968]
+
+--prefix-rows times only the prefix's two chosen GEMMs (q/k/v, and o without its residual, which
+the MLP's norm kernel adds since) at each of those row counts: the rows a group built with
+fusion.text_lengths [64, 128] runs for prompts of 64, 128 and 200 tokens (768 image rows plus
+the text). cuBLAS picks its kernel per shape, so the layout the build chose at 968 rows need
+not be the faster one at 832.
 
 Measured on the H200 (2026-12-01, bench/results/h200_weight_layouts/gemm_layout_probe_h200.json),
 us per call, (out, in) as today against (in, out): vision qkv 12.52 / 13.85, out_proj 7.04 /
@@ -62,10 +68,17 @@ def gemm(x, w, b, r, epilogue, kn):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('--out', default='gemm_layout_probe.json')
+    parser.add_argument('--prefix-rows', default='',
+                        help='comma-separated row counts: the prefix GEMMs alone at each')
     args = parser.parse_args()
     torch.manual_seed(0)
     report = {'gpu': torch.cuda.get_device_name(), 'torch': torch.__version__, 'us_per_call': {}}
-    for name, (rows, k, n, layers, epilogue) in SHAPES.items():
+    shapes = SHAPES
+    if args.prefix_rows:
+        shapes = {f'prefix {what} {rows}': (rows, 2048, n, 17, 'none')
+                  for rows in map(int, args.prefix_rows.split(','))
+                  for what, n in (('qkv', 2560), ('o', 2048))}
+    for name, (rows, k, n, layers, epilogue) in shapes.items():
         x = torch.randn(rows, k, dtype=BF, device=DEV)
         r = torch.randn(rows, n, dtype=BF, device=DEV)
         ws = [(torch.randn(n, k, device=DEV) / k ** 0.5).to(BF) for _ in range(layers)]
@@ -87,6 +100,10 @@ def main():
         print(f'{name:16s} {rows}x{k}->{n} ({epilogue:8s}): linear {times["linear"]:6.2f} us '
               f'(again {times["linear again"]:6.2f}), weight stored (K, N) {times["kn"]:6.2f} us; '
               f'best {best}; outputs differ by {err:.1g} of max', flush=True)
+    if args.prefix_rows:
+        with open(args.out, 'w') as f:
+            json.dump(report, f, indent=1)
+        return
     # the vision's attention: which SDPA backend at its shape (3 images x 16 heads x 256 x 72)
     from torch.nn.attention import SDPBackend, sdpa_kernel
     q, k_, v = (torch.randn(3, 16, 256, 72, dtype=BF, device=DEV) for _ in range(3))
