@@ -11,6 +11,7 @@ inference). Also the vision's patch
 embedding: the Conv2d today against the same product as one GEMM over the unfolded patches.
 
     python3 scripts/device/cublaslt_probe.py [--out FILE.json] [--algos 32] [--layers 8]
+        [--only NAME,...] [--prefix-rows 832,896,968]
 """
 
 import argparse
@@ -35,12 +36,6 @@ SHAPES = {
     'vision fc2': (cublaslt.GemmSpec(768, 1152, 4304, 'bias', weight_kn=True), 27),
     'prefix qkv': (cublaslt.GemmSpec(968, 2560, 2048, weight_kn=True), 17),
     'prefix o': (cublaslt.GemmSpec(968, 2048, 2048, residual=True), 17),
-    # the prefix's o as the artifact runs it since its residual moved into the MLP's norm, at
-    # the rows of the 64- and 128-token graphs (fusion.text_lengths) and the full one: torch's
-    # choice took 18.2 us at 832 rows against 14.0 at 896 (gemm_layout_probe.py --prefix-rows)
-    'prefix o 832': (cublaslt.GemmSpec(832, 2048, 2048), 17),
-    'prefix o 896': (cublaslt.GemmSpec(896, 2048, 2048), 17),
-    'prefix o 968': (cublaslt.GemmSpec(968, 2048, 2048), 17),
     'prefix attention q k^T': (cublaslt.GemmSpec(7744, 968, 256), 17),
     'prefix attention p v': (cublaslt.GemmSpec(7744, 256, 968, weight_kn=True), 17),
     'prefix gate_up fp8': (cublaslt.GemmSpec(968, 32768, 2048, fp8=True,
@@ -55,6 +50,24 @@ SHAPES = {
     'prefix down fp8 scalar': (cublaslt.GemmSpec(968, 2048, 16384, fp8=True,
                                                  fp8_scale='scalar'), 17),
 }
+
+
+def prefix_shapes(rows: int) -> dict:
+    """The prefix's GEMMs as the artifact runs them at `rows` (768 image rows plus the prompt
+    length a graph of fusion.text_lengths was captured for: 832 and 896 for [64, 128], 968 at
+    the full 200): q/k/v stored (in, out), o without its residual (the MLP's norm kernel adds
+    it), the attention's two GEMMs over 8 query heads as rows, the FP8 MLP GEMMs. torch's choice
+    for o took 18.2 us at 832 rows against 14.0 at 896 (gemm_layout_probe.py --prefix-rows)."""
+    return {
+        f'prefix qkv {rows}': (cublaslt.GemmSpec(rows, 2560, 2048, weight_kn=True), 17),
+        f'prefix o {rows}': (cublaslt.GemmSpec(rows, 2048, 2048), 17),
+        f'prefix attention q k^T {rows}': (cublaslt.GemmSpec(8 * rows, rows, 256), 17),
+        f'prefix attention p v {rows}': (cublaslt.GemmSpec(8 * rows, 256, rows, weight_kn=True),
+                                         17),
+        f'prefix gate_up fp8 {rows}': (cublaslt.GemmSpec(rows, 32768, 2048, fp8=True,
+                                                         fast_accumulation=True), 17),
+        f'prefix down fp8 {rows}': (cublaslt.GemmSpec(rows, 2048, 16384, fp8=True), 17),
+    }
 
 
 def torch_op(spec, x, w, b, r, xs, ws):
@@ -187,14 +200,21 @@ def main():
     parser.add_argument('--algos', type=int, default=32)
     parser.add_argument('--layers', type=int, default=8)
     parser.add_argument('--only', default='', help='comma-separated shape names')
+    parser.add_argument('--prefix-rows', default='',
+                        help='comma-separated row counts: the prefix GEMMs alone at each '
+                             '(prefix_shapes), instead of SHAPES')
     args = parser.parse_args()
+    shapes = SHAPES
+    if args.prefix_rows:
+        shapes = {name: entry for rows in map(int, args.prefix_rows.split(','))
+                  for name, entry in prefix_shapes(rows).items()}
     report = {'gpu': torch.cuda.get_device_name(), 'torch': torch.__version__,
               'cublaslt_version': cublaslt.version(), 'layers': args.layers, 'gemms': {}}
     print(f'cuBLASLt {report["cublaslt_version"]} on {report["gpu"]}', flush=True)
     probe_patch_embed(report)
     save_report(report, args.out)
     only = [s for s in args.only.split(',') if s]
-    for name, (spec, calls) in SHAPES.items():
+    for name, (spec, calls) in shapes.items():
         if only and name not in only:
             continue
         t0 = time.time()
