@@ -68,8 +68,9 @@ def compile(ctx) -> GroupBuild:
     from lamp_ros.kernels.lowering import use_kernels
     modules = {n: copy.deepcopy(m).to('cuda', dtype) for n, m in ctx.modules.items()
                if n in ctx.group.nodes}
+    axis = text_lengths.text_axis(ctx.graph, ctx.group, ctx.example, ctx.text_lengths)
     tiles = {}
-    kernels = use_kernels(modules, tiles)
+    kernels = use_kernels(modules, tiles, axis.lengths if axis else ())
     if kernels:
         ctx.say(f'{ctx.group.name}: lamp kernels ' +
                 ', '.join(f'{k} x{v}' for k, v in sorted(kernels.items())))
@@ -77,7 +78,6 @@ def compile(ctx) -> GroupBuild:
     args = [torch.as_tensor(np.asarray(_host(ctx.example[v]))).to('cuda')
             for v in ctx.group.inputs]
     args = _cast_inputs(torch, args, dtype)
-    axis = text_lengths.text_axis(ctx.graph, ctx.group, ctx.example, ctx.text_lengths)
     ctx.say(f'{ctx.group.name}: torch.export on cuda ({ctx.group.precision})' +
             (f', prompt lengths {list(axis.lengths)}' if axis else ''))
     with torch.no_grad():
@@ -98,7 +98,25 @@ def compile(ctx) -> GroupBuild:
     return GroupBuild(files=(rel,), metadata={'program': rel, 'inputs': io,
                                               'torch': torch.__version__, 'kernels': kernels,
                                               'tiles': tiles, 'streams': streams,
-                                              'text': axis.to_dict() if axis else None})
+                                              'text': axis.to_dict() if axis else None,
+                                              'cublaslt': _stored_algorithms(modules)})
+
+
+def _stored_algorithms(modules) -> dict | None:
+    """plan.json's record of the GEMMs on stored cuBLASLt algorithms (LtLinear): where they
+    were measured (the only library version and GPU they run on) and, per row count, how many
+    linears have one; None without any."""
+    from lamp_ros.compiler.passes.modules import LtLinear
+    stored = [m for stage in modules.values() for m in stage.modules()
+              if isinstance(m, LtLinear)]
+    if not stored:
+        return None
+    rows = {}
+    for m in stored:
+        for r in m.rows:
+            rows[str(r)] = rows.get(str(r), 0) + 1
+    return {'cublaslt': stored[0].cublaslt, 'gpu': stored[0].gpu, 'linears': len(stored),
+            'rows': dict(sorted(rows.items(), key=lambda kv: int(kv[0])))}
 
 
 def _stream_schedule(group, program) -> dict | None:
@@ -194,6 +212,7 @@ class CudaGraphRunner:
             graph_phases.defer_size_reads(self.module.graph)
             self.module.recompile()
         self._bind_weights(group, root, device)
+        self.gemm_algorithms = algorithm_status(meta.get('cublaslt'), device)
         side = tuple(group.side_stages if side_stages is None else side_stages)
         self.stream = torch.cuda.Stream(device)
         self.program = self.module  # what the warm-up and the capture call
@@ -341,6 +360,23 @@ class CudaGraphRunner:
     def run(self, feeds: dict, state=None, out=None) -> dict:
         self.start(feeds)
         return self.finish(feeds)
+
+
+def algorithm_status(built: dict | None, device) -> str | None:
+    """Whether the program's stored cuBLASLt algorithms (plan.json `build.cublaslt`) run here:
+    only with the cuBLASLt version and on the GPU they were measured on; elsewhere each such
+    GEMM is torch's op (`lamp::lt_linear`), the same product at the speed torch gets, as with
+    LAMP_GEMM_ALGORITHMS=0. None when the build stored none."""
+    if not built:
+        return None
+    from lamp_ros.kernels import cublaslt, ops
+    if not ops.gemm_algorithms_on():
+        return 'not used: LAMP_GEMM_ALGORITHMS=0 (torch\'s GEMMs run instead)'
+    here = cublaslt.identity(device)
+    if here == {'cublaslt': built['cublaslt'], 'gpu': built['gpu']}:
+        return f'stored: {built["linears"]} linears'
+    return (f'not used: measured with cuBLASLt {built["cublaslt"]} on {built["gpu"]}, here '
+            f'cuBLASLt {here["cublaslt"]} on {here["gpu"]} (torch\'s GEMMs run instead)')
 
 
 def load(group, ctx):

@@ -26,7 +26,9 @@ kernels/tiles/); `tuning_out` receives the choices, where they came from, and th
 The prefix's attentions get the same choice between `lamp::mqa_flash` (one flash kernel) and
 their two GEMMs around `lamp::masked_softmax`, and the vision's and prefix's plain linears a
 choice of how their weights are stored for cuBLAS ((out, in) as nn.Linear, or (in, out):
-`KNLinear`), each timed the same way and recorded with the tiles.
+`KNLinear`), then of the cuBLASLt algorithm each runs at each row count it will see (`LtLinear`,
+where one beats torch's op: choose_gemm_algorithms), each timed the same way and recorded with
+the tiles.
 """
 
 import os
@@ -35,8 +37,8 @@ import torch
 
 from lamp_ros.compiler.passes.expert_kernels import FIRST_PIECES, LIBRARY, ExpertKernels
 from lamp_ros.compiler.passes.modules import (Attention, DecoderLayer, Fp8Linear, GeGLU,
-                                              KNLinear, Rotary, StepAdaRMSNorm, UnitLayerNorm,
-                                              UnitRMSNorm, VisionBlock)
+                                              KNLinear, LtLinear, Rotary, StepAdaRMSNorm,
+                                              UnitLayerNorm, UnitRMSNorm, VisionBlock)
 from lamp_ros.compiler.passes.stages import ExpertStage, PrefixStage, VisionStage
 from lamp_ros.kernels import ops as kernel_ops, tuning
 from lamp_ros.policies.config import CAMERA_SLOTS
@@ -47,11 +49,14 @@ SWITCHED = {UnitRMSNorm: 'rms_norm', UnitLayerNorm: 'layer_norm',
             VisionBlock: 'gelu_epilogue'}
 
 
-def use_kernels(modules: dict, tuning_out: dict | None = None) -> dict:
+def use_kernels(modules: dict, tuning_out: dict | None = None,
+                text_lengths: tuple = ()) -> dict:
     """Turn the kernel switch on in every module that has one, give every expert layer in the
     fused kernels' form its step constants and the prefix's attentions their measured form, in
     place -> {what: count} of the switched modules that run (not those an expert layer's
-    fused or premade parts bypass, which the expert_* counts stand for)."""
+    fused or premade parts bypass, which the expert_* counts stand for). `text_lengths`: the
+    prompt lengths the group is captured for (backends/text_lengths.py; the full one last),
+    whose row counts the prefix's GEMM algorithms are chosen at."""
     counts = {}
     out = tuning_out if tuning_out is not None else {}
     for stage in modules.values():
@@ -100,6 +105,9 @@ def use_kernels(modules: dict, tuning_out: dict | None = None) -> dict:
             moved = choose_weight_layouts(stage, out)
             if moved:
                 counts['kn_weights'] = counts.get('kn_weights', 0) + moved
+            stored = choose_gemm_algorithms(stage, out, text_lengths)
+            if stored:
+                counts['cublaslt_linear'] = counts.get('cublaslt_linear', 0) + stored
     return counts
 
 
@@ -168,13 +176,13 @@ def _on_hopper(stage, variable: str, value: int) -> int:
 NK, KN = [0], [1]  # the weight-layout choices' tiles: (out, in) as nn.Linear, or (in, out)
 
 
-def _layout_sites(stage) -> tuple:
-    """(rows of the stage's GEMMs, [(owner, attribute)] of its plain nn.Linears that are only
-    ever called as modules: the vision blocks' q/k/v, out_proj and fc2, the prefix layers'
-    q/k/v, and their o where the MLP's norm adds its residual (defers_attention_residual).
-    Not fc1, whose GELU epilogue reads its weight, nor an o whose residual epilogue does.) The
-    vision's rows are its images' patches, timed at the policy's camera
-    slots."""
+def _layout_sites(stage, kinds=(torch.nn.Linear,)) -> tuple:
+    """(rows of the stage's GEMMs, [(owner, attribute)] of its plain linears (of `kinds`)
+    that are only ever called as modules: the vision blocks' q/k/v, out_proj and fc2, the
+    prefix layers' q/k/v, and their o where the MLP's norm adds its residual
+    (defers_attention_residual). Not fc1, whose GELU epilogue reads its weight, nor an o whose
+    residual epilogue does.) The vision's rows are its images' patches, timed at the policy's
+    camera slots; the prefix's at its full prompt length."""
     if isinstance(stage, VisionStage):
         sites = [(b.attn_in, attr) for b in stage.blocks for attr, _, _ in b.attn_in.parts]
         sites += [(b, attr) for b in stage.blocks for attr in ('out_proj', 'fc2')]
@@ -185,8 +193,7 @@ def _layout_sites(stage) -> tuple:
         sites += [(layer.attn, 'o_proj') for layer in stage.layers
                   if layer.defers_attention_residual]
         rows = stage.cfg.prefix_len
-    return rows, [(owner, attr) for owner, attr in sites
-                  if type(getattr(owner, attr)) is torch.nn.Linear]
+    return rows, [(owner, attr) for owner, attr in sites if type(getattr(owner, attr)) in kinds]
 
 
 def choose_weight_layouts(stage, tuning_out: dict) -> int:
@@ -220,6 +227,83 @@ def choose_weight_layouts(stage, tuning_out: dict) -> int:
                 setattr(owner, attr, lin)
             moved += len(group)
     return moved
+
+
+TORCH_GEMM = [0]  # the algorithm choices' tiles: torch's op, or [1, i] cuBLASLt's i-th
+GEMM_ALGORITHMS = 8  # the heuristic's candidates timed (it offers 7-8 for these GEMMs on the H200)
+GEMM_ALGORITHM_MARGIN = 0.03  # a stored algorithm must beat torch's op by this share of its time
+
+
+def choose_gemm_algorithms(stage, tuning_out: dict, text_lengths: tuple = ()) -> int:
+    """Run each plain linear of the vision and the prefix (as its layout was chosen) on the
+    cuBLASLt algorithm the build GPU ran fastest, at each row count the stage will see (the
+    prefix: one per prompt length), where it beats torch's op (cuBLASLt's heuristic's first
+    pick) by GEMM_ALGORITHM_MARGIN -> linears now LtLinear. One choice per GEMM shape and row
+    count, timed as the layouts are (each linear of the shape on its own weights) and checked
+    against torch's op first (tuning.pick). Measured on the H200 at the prefix's 832 rows: o
+    18.3 us on the heuristic's pick against 13.6 on its second (kernels/cublaslt.py). Off the
+    GPU, in other dtypes than bf16, or with LAMP_GEMM_ALGORITHMS=0 at build, nothing changes."""
+    rows, sites = _layout_sites(stage, kinds=(torch.nn.Linear, KNLinear))
+    if not sites or not kernel_ops.gemm_algorithms_on():
+        return 0
+    first = getattr(*sites[0])
+    weight = first.weight_t if isinstance(first, KNLinear) else first.weight
+    if not weight.is_cuda or weight.dtype != torch.bfloat16:
+        return 0
+    from lamp_ros.kernels import cublaslt
+    built_for = cublaslt.identity(weight.device)
+    row_counts = [rows]
+    if isinstance(stage, PrefixStage) and text_lengths:
+        row_counts = [stage.cfg.image_tokens + length for length in text_lengths]
+    groups = {}
+    for owner, attr in sites:
+        lin = getattr(owner, attr)
+        kn = isinstance(lin, KNLinear)
+        groups.setdefault((lin.in_features, lin.out_features, lin.bias is not None, kn),
+                          []).append((owner, attr))
+    cache, stored = _tile_cache(weight.device), 0
+    for (k, n, bias, kn), group in groups.items():
+        linears = [getattr(owner, attr) for owner, attr in group]
+        chosen = {}
+        for m in row_counts:
+            key = (f'cublaslt{built_for["cublaslt"]} linear {m}x{k}->{n}'
+                   + (' +bias' if bias else '') + (' (in, out)' if kn else ''))
+            spec = cublaslt.GemmSpec(m, n, k, 'bias' if bias else 'none', weight_kn=kn)
+            algos = cublaslt.plan_for(spec).algorithms(GEMM_ALGORITHMS)
+            x = torch.randn(m, k, dtype=weight.dtype, device=weight.device)
+            on_algo = {}
+
+            def launch(tiles, x=x, m=m, algos=algos, on_algo=on_algo):
+                if tiles == TORCH_GEMM:
+                    return [lin(x) for lin in linears]
+                i = tiles[1]
+                if i not in on_algo:
+                    on_algo[i] = [LtLinear(lin, {m: algos[i]}, built_for) for lin in linears]
+                return [lin(x) for lin in on_algo[i]]
+
+            choice = tuning.pick([TORCH_GEMM] + [[1, i] for i in range(len(algos))], launch,
+                                 True, cache.get(key), calls=len(group), reference=TORCH_GEMM)
+            choice = _within_margin(choice)
+            tuning_out[key] = _recorded(choice)
+            if choice.tiles != TORCH_GEMM:
+                chosen[m] = algos[choice.tiles[1]]
+        if chosen:
+            for (owner, attr), lin in zip(group, linears):
+                setattr(owner, attr, LtLinear(lin, chosen, built_for))
+            stored += len(group)
+    return stored
+
+
+def _within_margin(choice: tuning.Choice) -> tuning.Choice:
+    """torch's op where the fastest stored algorithm does not beat it by GEMM_ALGORITHM_MARGIN
+    (the heuristic's own pick often ties it: nothing to gain from depending on the library)."""
+    if choice.source != 'measured' or choice.tiles == TORCH_GEMM:
+        return choice
+    ours = choice.timings.get(str(TORCH_GEMM))
+    best = choice.timings[str(choice.tiles)]
+    if isinstance(ours, float) and best > ours * (1 - GEMM_ALGORITHM_MARGIN):
+        choice.tiles = list(TORCH_GEMM)
+    return choice
 
 
 def _recorded(choice: tuning.Choice) -> dict:

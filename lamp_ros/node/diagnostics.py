@@ -77,5 +77,7 @@ def diagnostic_status(node_name: str, hardware_id: str, report: dict):
         values[f'group.{name}.backend'] = p['backends'].get(name, '')
     for name, length in sorted(p.get('text_lengths', {}).items()):
         values[f'group.{name}.text_length'] = str(length)  # prompt tokens it last ran at
+    for name, status_line in sorted(p.get('gemm_algorithms', {}).items()):
+        values[f'group.{name}.gemm_algorithms'] = status_line
     status.values = [KeyValue(key=k, value=v) for k, v in values.items()]
     return status

@@ -286,15 +286,18 @@ class Runtime:
     # ---- profiling ---------------------------------------------------------------------------
 
     def profile(self) -> dict:
-        """Plain data: latency statistics, deadline misses, errors, arena size, identity, and the
-        prompt length each group built with several (spec fusion.text_lengths) last ran at."""
+        """Plain data: latency statistics, deadline misses, errors, arena size, identity, the
+        prompt length each group built with several (spec fusion.text_lengths) last ran at, and
+        whether a group's stored cuBLASLt algorithms run here (backends/cuda.py)."""
         data = self.profiler.profile()
         data.update(artifact_id=self.id, execution=self.execution, device=self.device,
                     rate_hz=self.rate_hz, inference_errors=self.inference_errors,
                     arena_bytes=self.arena.nbytes,
                     backends={g.name: g.backend for g in self.artifact.plan.groups},
                     text_lengths={g.name: r.last_text_length for g, r in self.inference_runners
-                                  if getattr(r, 'last_text_length', None) is not None})
+                                  if getattr(r, 'last_text_length', None) is not None},
+                    gemm_algorithms={g.name: r.gemm_algorithms for g, r in self.inference_runners
+                                     if getattr(r, 'gemm_algorithms', None)})
         return data
 
     def write_trace(self, path: str) -> None:

@@ -116,7 +116,8 @@ def diff_weights(a, b) -> list:
 def _group_row(g) -> dict:
     return {'name': g.name, 'backend': g.backend, 'precision': g.precision, 'device': g.device,
             'nodes': list(g.nodes), 'side_stages': list(g.side_stages),
-            'text_lengths': captured_lengths(g.build)}
+            'text_lengths': captured_lengths(g.build),
+            'gemm_algorithms': (g.build or {}).get('cublaslt')}
 
 
 def diff_plan(pa, pb) -> dict:

@@ -47,17 +47,22 @@ def profile_summary(profile: dict | None) -> dict | None:
 
 
 def _members(group: dict) -> str:
-    """Member stages in order; those captured from a second stream say so, and a group
-    captured for several prompt lengths names them."""
+    """Member stages in order; those captured from a second stream say so, a group captured
+    for several prompt lengths names them, and one with GEMMs on stored cuBLASLt algorithms
+    says how many and where they were measured."""
     side = set(group.get('side_stages', ()))
     members = ', '.join(n + (' (side stream)' if n in side else '') for n in group['nodes'])
     lengths = group.get('text_lengths')
-    if not lengths:
-        return members
-    check = group.get('text_check')
-    checked = (f', each checked against the full one: max rel {max(check.values()):.2g}'
-               if check else '')
-    return members + f'; prompt lengths {", ".join(map(str, lengths))}{checked}'
+    if lengths:
+        check = group.get('text_check')
+        checked = (f', each checked against the full one: max rel {max(check.values()):.2g}'
+                   if check else '')
+        members += f'; prompt lengths {", ".join(map(str, lengths))}{checked}'
+    stored = group.get('gemm_algorithms')
+    if stored:
+        members += (f'; {stored["linears"]} linears on stored cuBLASLt algorithms (cuBLASLt '
+                    f'{stored["cublaslt"]}, {stored["gpu"]})')
+    return members
 
 
 def inspect_artifact(path: str) -> dict:
@@ -72,7 +77,8 @@ def inspect_artifact(path: str) -> dict:
                'outputs': list(g.outputs), 'reason': g.reason,
                'side_stages': list(g.side_stages),
                'text_lengths': captured_lengths(g.build),
-               'text_check': g.build.get('text_check')}
+               'text_check': g.build.get('text_check'),
+               'gemm_algorithms': g.build.get('cublaslt')}
               for g in plan.groups]
     nodes = [{'id': n.id, 'op': n.op, 'kind': n.kind, 'group': group_of.get(n.id),
               'hash': hashes[n.id], 'ops': len(n.subgraph.ops) if n.subgraph else 0,

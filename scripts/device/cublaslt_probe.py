@@ -4,11 +4,11 @@ measures fastest, instead of the one cuBLASLt's heuristic ranks first (torch's c
 For every GEMM shape of the full policy outside the expert (the expert's GEMMs are lamp's own
 kernels), in the form the artifact runs it (weight layout, bias / GELU / residual epilogue,
 FP8 with row scales and fast or float32 sums; and the FP8 ones with one scale an operand),
-this asks cuBLASLt for its ranked algorithm list (bench/cublaslt.py), runs each algorithm
-once against torch's op to check the numbers, and times it as the build times tiles: one
-CUDA-graph launch over distinct weights (`--layers` of them, so they come from HBM as in the
-inference). Also the vision's patch
-embedding: the Conv2d today against the same product as one GEMM over the unfolded patches.
+this asks cuBLASLt for its ranked algorithm list (lamp_ros/kernels/cublaslt.py), runs each
+algorithm once against torch's op to check the numbers, and times it as the build times tiles:
+one CUDA-graph launch over distinct weights (`--layers` of them, so they come from HBM as in
+the inference). Also the vision's patch embedding: the Conv2d today against the same product as
+one GEMM over the unfolded patches.
 
     python3 scripts/device/cublaslt_probe.py [--out FILE.json] [--algos 32] [--layers 8]
         [--only NAME,...] [--prefix-rows 832,896,968]
@@ -24,7 +24,7 @@ from torch.nn import functional as F
 
 sys.path.insert(0, os.getcwd())
 from bench.probes import save_report  # noqa: E402
-from bench import cublaslt  # noqa: E402
+from lamp_ros.kernels import cublaslt  # noqa: E402
 from lamp_ros.kernels import tuning  # noqa: E402
 
 DEV, BF, E4M3 = 'cuda', torch.bfloat16, torch.float8_e4m3fn
@@ -139,7 +139,7 @@ def probe_shape(name, spec, calls, layers, count, report):
             err = tuning.disagreement(out, want)
             ms = tuning.gpu_time_ms(lambda: lt(algo))
             rows.append({'rank': i, 'us': round(ms * 1e3 / layers, 2), 'rel_err': err,
-                         'algo': algo.hex()})
+                         'algo': algo.data.hex()})
         except (cublaslt.CublasLtError, RuntimeError) as e:
             rows.append({'rank': i, 'error': str(e).splitlines()[0]})
     t_torch_again = tuning.gpu_time_ms(

@@ -3,7 +3,8 @@ against the eager op chains they replace (GPU time of CUDA-graph replays, as the
 five-kernel layer (triton_expert.py) is tuned here as the lowering tunes it, every candidate's
 time printed, and checked in bf16 with the chosen tiles.
 
-Usage: python3 scripts/device/kernels_check.py   (prints one line per kernel and shape)
+Usage: python3 scripts/device/kernels_check.py [fp8 | norms | lt_linear]   (one line per
+kernel and shape; a name checks that group alone)
 """
 
 import torch
@@ -64,6 +65,7 @@ def main() -> None:
     ok &= check_fp8()
     ok &= check_gelu_epilogue()
     ok &= check_expert_layer()
+    ok &= check_lt_linear()
     print('all kernels match' if ok else 'SOME KERNELS DO NOT MATCH')
     raise SystemExit(0 if ok else 1)
 
@@ -253,10 +255,59 @@ def check_expert_layer(rows=50, width=1024, heads=8, d=256, mlp=4096, prefix=968
     return ok
 
 
+def check_lt_linear() -> bool:
+    """`lamp::lt_linear` (LtLinear) on every algorithm cuBLASLt offers for the prefix's o at the
+    64-token graph's 832 rows and the vision's out_proj form (768 rows, bias, weight (in, out)):
+    each computes torch's product and is timed from a CUDA graph against torch's op; a table
+    measured with another cuBLASLt version, or without these rows, runs torch's op bit for bit;
+    and the runner's `algorithm_status` says which."""
+    from lamp_ros.backends.cuda import algorithm_status
+    from lamp_ros.compiler.passes.modules import KNLinear, LtLinear
+    from lamp_ros.kernels import cublaslt
+    here = cublaslt.identity()
+    elsewhere = {'cublaslt': here['cublaslt'] + 1, 'gpu': here['gpu']}
+    print(f'cuBLASLt {here["cublaslt"]} on {here["gpu"]}', flush=True)
+    ok = True
+    for m, k, n, bias, kn in ((832, 2048, 2048, False, False), (768, 1152, 1152, True, True)):
+        torch.manual_seed(0)
+        lin = torch.nn.Linear(k, n, bias=bias).to('cuda', torch.bfloat16)
+        layer = KNLinear(lin) if kn else lin
+        x = torch.randn(m, k, device='cuda', dtype=torch.bfloat16)
+        name = f'lt_linear {m}x{k}->{n}' + (' +bias (in, out)' if kn else '')
+        with torch.no_grad():
+            want = layer(x)
+            t_torch = tuning.gpu_time_ms(lambda: layer(x))
+            spec = cublaslt.GemmSpec(m, n, k, 'bias' if bias else 'none', weight_kn=kn)
+            plan = cublaslt.plan_for(spec)
+            algos = plan.algorithms(8)
+            for i, algo in enumerate(algos):
+                lt = LtLinear(layer, {m: algo}, here)
+                err = tuning.disagreement(lt(x), want)
+                t = tuning.gpu_time_ms(lambda: lt(x))
+                fine = err <= 1e-2 and plan.supports(algo)  # else it ran torch's op
+                print(f'{name} algorithm {i}: max rel err {err:.3g} '
+                      f'({"ok" if fine else "MISMATCH or refused"}); {t * 1e3:6.2f} us, '
+                      f'torch\'s op {t_torch * 1e3:6.2f} us, workspace {algo.workspace} B',
+                      flush=True)
+                ok &= fine
+            foreign = LtLinear(layer, {m: algos[-1]}, elsewhere)
+            other_rows = LtLinear(layer, {m + 64: algos[-1]}, here)
+            same = torch.equal(foreign(x), want) and torch.equal(other_rows(x), want)
+            print(f'{name}: another cuBLASLt or other rows run torch\'s op bit for bit: {same}',
+                  flush=True)
+            ok &= same
+    stored = algorithm_status({**here, 'linears': 3}, 'cuda')
+    unused = algorithm_status({**elsewhere, 'linears': 3}, 'cuda')
+    print(f'algorithm_status: {stored!r}; {unused!r}', flush=True)
+    return ok & (stored == 'stored: 3 linears') & unused.startswith('not used')
+
+
 if __name__ == '__main__':
     import sys
     if sys.argv[1:] == ['fp8']:  # the FP8 kernels alone, and the GELU epilogue
         raise SystemExit(0 if check_fp8() & check_gelu_epilogue() else 1)
     if sys.argv[1:] == ['norms']:  # the norms alone
         raise SystemExit(0 if check_norms() else 1)
+    if sys.argv[1:] == ['lt_linear']:  # the stored cuBLASLt algorithms alone
+        raise SystemExit(0 if check_lt_linear() else 1)
     main()

@@ -188,6 +188,19 @@ def test_weights_stored_in_out_keep_the_outputs(optimised, monkeypatch):
         assert sum(name.endswith('weight_t') for name in program.state_dict) > 0
 
 
+def test_no_gemm_algorithm_is_stored_off_the_gpu(optimised):
+    """On the CPU the prefix's and vision's linears stay torch's ops at every prompt length's
+    rows: cuBLASLt algorithms are measured on the build GPU or not at all."""
+    _, _, passed, _ = optimised
+    switched = {n: copy.deepcopy(passed[n]) for n in ('vision', 'prefix')}
+    chosen = {}
+    counts = use_kernels(switched, chosen, text_lengths=(8, 96))
+    assert 'cublaslt_linear' not in counts
+    assert not [k for k in chosen if k.startswith('cublaslt')], chosen
+    assert not [m for stage in switched.values() for m in stage.modules()
+                if type(m).__name__ == 'LtLinear']
+
+
 def test_prefix_rotates_q_and_k_in_one_launch(optimised):
     """Each prefix layer's q and k go through one `lamp::rope_qk`; the K/V-only layer's k
     through `lamp::rope` (the program computes the passes' stage: _exported_targets checks)."""

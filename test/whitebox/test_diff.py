@@ -147,3 +147,20 @@ def test_plan_diff_names_the_prompt_lengths():
     assert diff_plan(one, two) == {
         'groups_changed': {'g03_cuda': {'text_lengths': [[], [64, 128, 200]]}}}
     assert diff_plan(two, two) == {}
+
+
+def test_plan_diff_names_stored_gemm_algorithms():
+    """A build that stored cuBLASLt algorithms (plan.json `build.cublaslt`: LAMP_GEMM_ALGORITHMS
+    at build, or another build GPU) shows in the diff: how many linears, where measured."""
+    from dataclasses import replace
+    from lamp_ros.artifact.plan import BuildPlan
+    from lamp_ros.backends.base import GroupSpec
+    from lamp_ros.whitebox.diff import diff_plan
+    group = GroupSpec('g03_cuda', 'cuda', 'bf16', 'cuda:0', ('vision', 'prefix', 'denoise'),
+                      ('stack_cameras.pixels',), ('denoise.actions',), build={'cublaslt': None})
+    stored = {'cublaslt': 130100, 'gpu': 'NVIDIA H200', 'linears': 34, 'rows': {'832': 34}}
+    one = BuildPlan('cuda', (group,), {}, {})
+    two = BuildPlan('cuda', (replace(group, build={'cublaslt': stored}),), {}, {})
+    assert diff_plan(one, two) == {
+        'groups_changed': {'g03_cuda': {'gemm_algorithms': [None, stored]}}}
+    assert diff_plan(two, two) == {}

@@ -87,3 +87,7 @@ def test_members_name_the_side_stream():
     assert _members(group) == 'vision, prefix, denoise (side stream)'
     group['text_lengths'] = [64, 128, 200]
     assert _members(group) == 'vision, prefix, denoise (side stream); prompt lengths 64, 128, 200'
+    group['gemm_algorithms'] = {'cublaslt': 130100, 'gpu': 'NVIDIA H200', 'linears': 34,
+                                'rows': {'832': 34}}
+    assert _members(group).endswith('; 34 linears on stored cuBLASLt algorithms (cuBLASLt '
+                                    '130100, NVIDIA H200)')

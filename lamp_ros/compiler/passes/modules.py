@@ -13,6 +13,8 @@ these layers, which compute exactly what the originals compute until a pass chan
 - `Rotary`: RoPE, computed from positions, or looked up in folded cos/sin tables.
 - `Fp8Linear`: a linear on e4m3 codes with power-of-two scales (FP8 GEMM numbers).
 - `PatchLinear`: a stride = kernel Conv2d patch embedding as one GEMM over unfolded patches.
+- `KNLinear` / `LtLinear`: a plain linear with its weight stored (in, out), or on a stored
+  cuBLASLt algorithm (both chosen by measurement on the build GPU).
 
 Modules with a `kernel` switch run on lamp_ros's own operators when it is on (kernels/ops.py:
 one fused kernel per norm, RoPE, GeGLU; residual adds in the GEMM epilogue, or in the next
@@ -469,6 +471,37 @@ class KNLinear(nn.Module):
         x2 = x.reshape(-1, self.in_features)
         y = torch.mm(x2, self.weight_t) if self.bias is None \
             else torch.addmm(self.bias, x2, self.weight_t)
+        return y.view(*x.shape[:-1], self.out_features)
+
+
+class LtLinear(nn.Module):
+    """A plain linear (nn.Linear or KNLinear, its weight kept as it was stored) whose GEMM runs
+    on the cuBLASLt algorithm the build GPU measured fastest at each row count it will see
+    (`lamp::lt_linear`; kernels/lowering.py: choose_gemm_algorithms). At the prefix's 64-token
+    graph (832 rows) cuBLASLt's heuristic, which torch follows, picks a kernel for o that took
+    18.3 us on the H200 where its second algorithm took 13.6, the same numbers. `algorithms`
+    is {rows: cublaslt.Algorithm}; `built_for` the cuBLASLt version and GPU name they were
+    measured on: elsewhere, and at other row counts, the operator is torch's op."""
+
+    def __init__(self, linear: nn.Module, algorithms: dict, built_for: dict):
+        super().__init__()
+        if not algorithms:
+            raise ValueError('LtLinear: no algorithm to store (keep the linear as it is)')
+        self.in_features, self.out_features = linear.in_features, linear.out_features
+        self.weight_kn = isinstance(linear, KNLinear)
+        if self.weight_kn:
+            self.weight_t = linear.weight_t
+        else:
+            self.weight = linear.weight
+        self.bias = linear.bias
+        self.table = kernel_ops.algorithm_table(algorithms)
+        self.rows = sorted(int(r) for r in algorithms)
+        self.cublaslt, self.gpu = int(built_for['cublaslt']), str(built_for['gpu'])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        w = self.weight_t if self.weight_kn else self.weight
+        y = torch.ops.lamp.lt_linear(x.reshape(-1, self.in_features), w, self.bias,
+                                     self.weight_kn, self.table, self.cublaslt, self.gpu)
         return y.view(*x.shape[:-1], self.out_features)
 
 

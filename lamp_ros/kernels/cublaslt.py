@@ -1,26 +1,28 @@
-"""cuBLASLt through ctypes, for scripts/device/cublaslt_probe.py: every algorithm cuBLASLt's
-heuristic ranks for a GEMM, each runnable and timeable, where torch runs only the first.
+"""cuBLASLt through ctypes: every algorithm cuBLASLt's heuristic ranks for a GEMM, each runnable
+and timeable, where torch runs only the first; `lamp::lt_linear` (kernels/ops.py) replays the
+one a build measured fastest.
 
-The question was whether the vision's and the prefix's GEMMs (768 or 968 rows: 1.2-1.5 waves of
-128-row tiles) would run faster on another of the heuristic's candidates. On the H200 (cuBLASLt
-130100, 2026-12-02, bench/results/h200_cublaslt/) the heuristic returns 7-8 candidates for each
-bf16 GEMM and a single one for the FP8 GEMMs with outer-vector (row) scales, and its first pick
-is within 0-1.2 us of the fastest everywhere: about 70 us an inference in all, not worth an
-algorithm store in the artifact (a ctypes GEMM operator, the 64 opaque bytes per GEMM, checks of
-the library version and GPU at load). So the artifact keeps torch's GEMMs and this module stays
-a probe's tool.
+Why the artifact has it: at the 64-token prompt graph's 832 rows the heuristic's first pick for
+the prefix's o GEMM (2048 -> 2048) took 18.3 us on the H200 against 13.6 for its second, the
+same numbers (scripts/device/cublaslt_probe.py --prefix-rows, bench/results/h200_prefix_rows/);
+elsewhere its first pick is within 0-1.2 us of the fastest (bench/results/h200_cublaslt/). So
+the cuda lowering times the heuristic's candidates per GEMM shape and row count
+(kernels/lowering.py: choose_gemm_algorithms) and stores a winner that beats torch's op as its
+64 opaque bytes. Those bytes mean something only to the cuBLASLt version and the GPU that
+returned them (`identity`): the operator runs them only there, and torch's op anywhere else.
 
 What it covers: y = x @ W^T (W stored (N, K) as nn.Linear keeps it, or (K, N)), an optional
 bias or GELU(tanh)+bias epilogue, an optional residual (beta = 1), bf16 in and out with float32
 sums; and FP8 (e4m3) x and W with one float32 scale per row of each (cuBLASLt's outer-vector
 scaling, Hopper and later) or one scale each (scalar scaling, for which the heuristic offers more
 than one algorithm: the row scales are powers of two, so a reader can apply them afterwards bit
-for bit, bench/results/h200_fp8_scaling/) and bf16 out. The library is the one torch loaded,
-so there is one cuBLASLt in the process and its kernels are captured into CUDA graphs like
-torch's own.
+for bit, bench/results/h200_fp8_scaling/) and bf16 out; the FP8 and residual forms are the
+probe's alone. The library is the one torch loaded, so there is one cuBLASLt in the process and
+its kernels are captured into CUDA graphs like torch's own.
 """
 
 import ctypes
+import struct
 from dataclasses import dataclass
 
 # cublasLt.h (CUDA 12.9 / 13): the values this module sets
@@ -85,6 +87,7 @@ def _prototypes(lib) -> None:
             'cublasLtMatmulPreferenceCreate': [p],
             'cublasLtMatmulPreferenceSetAttribute': [p, i, p, sz],
             'cublasLtMatmulAlgoGetHeuristic': [p, p, p, p, p, p, p, i, p, p],
+            'cublasLtMatmulAlgoCheck': [p, p, p, p, p, p, p, p],
             'cublasLtMatmul': [p, p, p, p, p, p, p, p, p, p, p, p, p, p, sz, p]}.items():
         fn = getattr(lib, name)
         fn.argtypes = args
@@ -95,6 +98,32 @@ def version() -> int:
     """cuBLASLt's version number (e.g. 130100): an algorithm is valid only in the version and
     on the GPU that returned it."""
     return int(_library().cublasLtGetVersion())
+
+
+def identity(device=None) -> dict:
+    """What a stored algorithm is valid for: {'cublaslt': version, 'gpu': device name}."""
+    import torch
+    return {'cublaslt': version(), 'gpu': torch.cuda.get_device_name(device)}
+
+
+@dataclass(frozen=True)
+class Algorithm:
+    """One of cuBLASLt's algorithms for a GEMM: its 64 opaque bytes and the workspace bytes the
+    heuristic said it needs."""
+    data: bytes
+    workspace: int
+
+    WORDS = 8  # cublasLtMatmulAlgo_t: uint64_t data[8]
+
+    def words(self) -> list:
+        """The bytes as 8 signed 64-bit integers (an exported program's int[] argument)."""
+        return list(struct.unpack('<8q', self.data))
+
+    @classmethod
+    def from_words(cls, words, workspace: int) -> 'Algorithm':
+        if len(words) != cls.WORDS:
+            raise ValueError(f'a cuBLASLt algorithm is {cls.WORDS} words, got {len(words)}')
+        return cls(struct.pack('<8q', *words), int(workspace))
 
 
 def _check(status: int, what: str) -> None:
@@ -176,14 +205,25 @@ class Plan:
                'cublasLtMatmulPreferenceSetAttribute')
 
     def algorithms(self, count: int = 64) -> list:
-        """The heuristic's ranked list (its first entry is torch's choice): 64-byte algos."""
+        """The heuristic's ranked list of Algorithms (its first entry is torch's choice)."""
         results = (_Heuristic * count)()
         returned = ctypes.c_int(0)
         _check(_library().cublasLtMatmulAlgoGetHeuristic(
             _handle, self.desc, self.a, self.b, self.d, self.d, self.pref, count,
             ctypes.byref(results),
             ctypes.byref(returned)), 'cublasLtMatmulAlgoGetHeuristic')
-        return [bytes(results[i].algo) for i in range(returned.value) if results[i].state == 0]
+        return [Algorithm(bytes(results[i].algo), int(results[i].workspace_size))
+                for i in range(returned.value) if results[i].state == 0]
+
+    def supports(self, algo: Algorithm) -> bool:
+        """Whether cuBLASLt accepts `algo` for these descriptors (cublasLtMatmulAlgoCheck):
+        bytes from another version or GPU, or a corrupt copy, are not run."""
+        result = _Heuristic()
+        a = _Algo.from_buffer_copy(algo.data)
+        status = _library().cublasLtMatmulAlgoCheck(_handle, self.desc, self.a, self.b, self.d,
+                                                    self.d, ctypes.byref(a),
+                                                    ctypes.byref(result))
+        return status == 0 and result.workspace_size <= algo.workspace
 
     def scales(self, x_scale, w_scale) -> None:
         """The FP8 form's scales (float32: m and n of them, or one each for scalar scaling);
@@ -191,7 +231,7 @@ class Plan:
         _set(self.desc, _A_SCALE_POINTER, ctypes.c_void_p(w_scale.data_ptr()))
         _set(self.desc, _B_SCALE_POINTER, ctypes.c_void_p(x_scale.data_ptr()))
 
-    def run(self, algo: bytes, x, w, out, workspace, bias=None, residual=None,
+    def run(self, algo: Algorithm, x, w, out, workspace, bias=None, residual=None,
             x_scale=None, w_scale=None, stream: int = 0) -> None:
         """out (m, n) = x @ W^T [+ bias | gelu(. + bias)] [+ residual] with `algo`."""
         lib = _library()
@@ -202,7 +242,7 @@ class Plan:
         alpha = ctypes.c_float(1.0)
         beta = ctypes.c_float(1.0 if residual is not None else 0.0)
         c = residual if residual is not None else out
-        a = _Algo.from_buffer_copy(algo)
+        a = _Algo.from_buffer_copy(algo.data)
         _check(lib.cublasLtMatmul(
             _handle, self.desc, ctypes.byref(alpha), ctypes.c_void_p(w.data_ptr()), self.a,
             ctypes.c_void_p(x.data_ptr()), self.b, ctypes.byref(beta),
@@ -210,3 +250,15 @@ class Plan:
             ctypes.byref(a), ctypes.c_void_p(workspace.data_ptr()),
             ctypes.c_size_t(workspace.numel() * workspace.element_size()),
             ctypes.c_void_p(stream)), 'cublasLtMatmul')
+
+
+_plans = {}  # GemmSpec -> Plan: the descriptors, made once per shape and form in a process
+
+
+def plan_for(spec: GemmSpec) -> Plan:
+    """The Plan of `spec`, made on first use (a registry: descriptors are immutable but for the
+    pointers `run` sets before each call)."""
+    plan = _plans.get(spec)
+    if plan is None:
+        plan = _plans[spec] = Plan(spec)
+    return plan
