@@ -372,7 +372,10 @@ def algorithm_status(built: dict | None, device) -> str | None:
     from lamp_ros.kernels import cublaslt, ops
     if not ops.gemm_algorithms_on():
         return 'not used: LAMP_GEMM_ALGORITHMS=0 (torch\'s GEMMs run instead)'
-    here = cublaslt.identity(device)
+    try:
+        here = cublaslt.identity(device)
+    except cublaslt.CublasLtError as exc:
+        return f'not used: {exc} (torch\'s GEMMs run instead)'
     if here == {'cublaslt': built['cublaslt'], 'gpu': built['gpu']}:
         return f'stored: {built["linears"]} linears'
     return (f'not used: measured with cuBLASLt {built["cublaslt"]} on {built["gpu"]}, here '

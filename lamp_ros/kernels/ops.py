@@ -600,8 +600,12 @@ def _lt_linear_stored(x, weight, bias, weight_kn, table, version, gpu):
     """The product on the stored algorithm, or None where it may not run here."""
     from lamp_ros.kernels import cublaslt
     algo = table_algorithm(table, x.shape[0])
-    if algo is None or x.dtype != torch.bfloat16 or not gemm_algorithms_on() \
-            or cublaslt.identity(x.device) != {'cublaslt': version, 'gpu': gpu}:
+    if algo is None or x.dtype != torch.bfloat16 or not gemm_algorithms_on():
+        return None
+    try:
+        if cublaslt.identity(x.device) != {'cublaslt': version, 'gpu': gpu}:
+            return None
+    except cublaslt.CublasLtError:  # no cuBLASLt to be found in this process: torch's op
         return None
     k = x.shape[1]
     n = weight.shape[1] if weight_kn else weight.shape[0]
