@@ -6,6 +6,7 @@ import json
 import torch
 
 from lamp_ros.compiler.passes.expert_kernels import LIBRARY
+from lamp_ros.compiler.spec import load_spec
 from lamp_ros.kernels import lowering, tuning
 from lamp_ros.policies.config import get_preset
 
@@ -59,10 +60,25 @@ def test_the_h200_cache_covers_pi05_full_with_current_candidates():
                   f'{cfg.prefix_len}x{llm.width}->{kv}',
                   f'{cfg.prefix_len}x{llm.num_heads * llm.head_dim}->{llm.width}'):  # the o
         candidates[f'linear {shape}'] = [lowering.NK, lowering.KN]
+    # their cuBLASLt algorithms (lowering.choose_gemm_algorithms), per shape in the layout
+    # chosen above and per row count: the vision's patches, the prefix's prompt lengths; the
+    # candidates are torch's op and the heuristic's first GEMM_ALGORITHMS (as many as it gave)
+    versions = {key.split()[0] for key in cache['tiles'] if key.startswith('cublaslt')}
+    assert len(versions) == 1, versions  # one cuBLASLt measured the choices
+    (version,) = versions
+    spec = load_spec('config/specs/pi05_full.yaml')
+    prefix_rows = [cfg.image_tokens + n for n in [*spec.fusion['text_lengths'], cfg.max_token_len]]
+    algorithms = [lowering.TORCH_GEMM] + [[1, i] for i in range(lowering.GEMM_ALGORITHMS)]
+    for shape in [key.removeprefix('linear ') for key in candidates if key.startswith('linear')]:
+        counts, rest = shape.split('x', 1)
+        layout = ' (in, out)' if cache['tiles'][f'linear {shape}'] == lowering.KN else ''
+        for rows in prefix_rows if int(counts) == cfg.prefix_len else [int(counts)]:
+            candidates[f'{version} linear {rows}x{rest}{layout}'] = algorithms
     assert set(cache['tiles']) == set(candidates)
     for key, tiles in cache['tiles'].items():
         assert tiles == LIBRARY or tiles in candidates[key], key
         assert key in cache['timings_ms']
+        assert not key.startswith('cublaslt') or str(tiles) in cache['timings_ms'][key], key
 
 
 def test_measure_tiles_env_ignores_the_cache(monkeypatch):
