@@ -12,13 +12,16 @@ import numpy as np
 
 INTERPOLATIONS = {
     'linear': cv2.INTER_LINEAR,
+    # OpenCV's bit-exact bilinear (8-bit fixed-point weights, the same bytes on every CPU):
+    # the one a compiled artifact can also run on its GPU (ops/letterbox.py)
+    'linear_exact': cv2.INTER_LINEAR_EXACT,
     'area': cv2.INTER_AREA,
     'nearest': cv2.INTER_NEAREST,
     'cubic': cv2.INTER_CUBIC,
 }
 
 
-def _check_image(image: np.ndarray) -> None:
+def check_image(image: np.ndarray) -> None:
     if not isinstance(image, np.ndarray):
         raise ValueError(f'image must be a numpy array, got {type(image).__name__}')
     if image.dtype != np.uint8:
@@ -29,11 +32,20 @@ def _check_image(image: np.ndarray) -> None:
         raise ValueError(f'image is empty, shape {image.shape}')
 
 
+def letterbox_box(cur_h: int, cur_w: int, height: int, width: int) -> tuple:
+    """Where a cur_h x cur_w image lands in a height x width letterbox: (new_h, new_w, top,
+    left). The one definition the host resize and the device letterbox's tables share."""
+    scale = min(height / cur_h, width / cur_w)
+    new_h = min(height, max(1, int(round(cur_h * scale))))
+    new_w = min(width, max(1, int(round(cur_w * scale))))
+    return new_h, new_w, (height - new_h) // 2, (width - new_w) // 2
+
+
 def resize_with_pad(
     image: np.ndarray, height: int, width: int, interpolation: str = 'linear'
 ) -> np.ndarray:
     """Resize an HxWx3 uint8 image into (height, width, 3), keeping aspect, padding black."""
-    _check_image(image)
+    check_image(image)
     if interpolation not in INTERPOLATIONS:
         raise ValueError(
             f'interpolation {interpolation!r} is unknown; known: {sorted(INTERPOLATIONS)}')
@@ -42,13 +54,9 @@ def resize_with_pad(
     cur_h, cur_w = image.shape[:2]
     if (cur_h, cur_w) == (height, width):
         return image.copy()
-    scale = min(height / cur_h, width / cur_w)
-    new_h = min(height, max(1, int(round(cur_h * scale))))
-    new_w = min(width, max(1, int(round(cur_w * scale))))
+    new_h, new_w, top, left = letterbox_box(cur_h, cur_w, height, width)
     resized = cv2.resize(image, (new_w, new_h), interpolation=INTERPOLATIONS[interpolation])
     out = np.zeros((height, width, 3), dtype=np.uint8)
-    top = (height - new_h) // 2
-    left = (width - new_w) // 2
     out[top:top + new_h, left:left + new_w] = resized
     return out
 

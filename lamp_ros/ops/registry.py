@@ -15,6 +15,7 @@ from typing import Callable
 from lamp_ros.ops.chunker import ActionChunker
 from lamp_ros.ops.clamp import SafetyClamp
 from lamp_ros.ops.image import preprocess_image, stack_cameras
+from lamp_ros.ops.letterbox import letterbox_frames
 from lamp_ros.ops.noise import sample_noise
 from lamp_ros.ops.normalize import QuantileStats, quantile_normalize, unnormalize_actions
 from lamp_ros.ops.prompt import discretize_state, tokenize_pi05
@@ -93,6 +94,22 @@ def _stack_cameras(attrs, resources):
     _check_pixel_format('stack_cameras', attrs)
     slots, size = tuple(attrs['slots']), int(attrs['size'])
     return lambda images: stack_cameras(images, slots, size)
+
+
+@host_op('letterbox_frames', optional=('images',))
+def _letterbox_frames(attrs, resources):
+    """The cameras' host stage when the compiler moved their letterbox onto the device
+    (compiler/device_letterbox.py): frames handed on as they came, with their tables."""
+    _check_pixel_format('letterbox_frames', attrs)
+    if attrs.get('interpolation') != 'linear_exact':
+        raise ValueError(f'letterbox_frames: the device letterbox computes linear_exact, not '
+                         f'{attrs.get("interpolation")!r}')
+    slots, size = tuple(attrs['slots']), int(attrs['size'])
+    capacity = {slot: int(n) for slot, n in attrs['capacity'].items()}
+    missing = sorted(set(slots) - set(capacity))
+    if missing:
+        raise ValueError(f'letterbox_frames: no buffer size for camera slots {missing}')
+    return lambda images: letterbox_frames(images, slots, size, capacity)
 
 
 @host_op('sample_noise', stateful=True)
