@@ -265,6 +265,43 @@ def _(gate, up):
     return _fp8_fake(gate)
 
 
+# ---- letterbox: the cameras' resize-with-pad from their frames' bytes (ops/letterbox.py) ----
+
+@torch.library.custom_op('lamp::letterbox', mutates_args=())
+def letterbox(frames: list[torch.Tensor], geometry: torch.Tensor) -> torch.Tensor:
+    """One flat uint8 frame per camera (only the bytes its tables name are read) and the
+    tables (1, cams, 2, size, 4) int32 -> the letterboxed pixels (1, cams, size, size, 3)
+    uint8, the bytes OpenCV's INTER_LINEAR_EXACT resize-with-pad makes on the host."""
+    if geometry.is_cuda:
+        return _triton().letterbox(frames, geometry)
+    return letterbox_reference(frames, geometry)
+
+
+def letterbox_reference(frames, geometry):
+    """ops/letterbox.py `letterbox_reference` in torch (int64): the CPU implementation."""
+    channel = torch.arange(3, device=geometry.device)
+    out = []
+    for i, frame in enumerate(frames):
+        flat, table = frame.reshape(-1).long(), geometry[0, i].long()
+        rows, cols = table[0], table[1]
+        r0, r1, wy = rows[:, 0, None, None], rows[:, 1, None, None], rows[:, 2, None, None]
+        c0, c1 = cols[None, :, 0, None] + channel, cols[None, :, 1, None] + channel
+        wx = cols[None, :, 2, None]
+        top = flat[r0 + c0] * (256 - wx) + flat[r0 + c1] * wx
+        bottom = flat[r1 + c0] * (256 - wx) + flat[r1 + c1] * wx
+        value = (top * (256 - wy) + bottom * wy + 32768) >> 16
+        on_image = (rows[:, 3, None, None] * cols[None, :, 3, None]) != 0
+        out.append(torch.where(on_image, value, 0).to(torch.uint8))
+    return torch.stack(out)[None]
+
+
+@letterbox.register_fake
+def _(frames, geometry):
+    size = geometry.shape[-2]
+    return torch.empty((1, len(frames), size, size, 3), dtype=torch.uint8,
+                       device=geometry.device)
+
+
 # ---- masked_softmax: the attention probabilities of the eager code, heads folded into rows ----
 
 @torch.library.custom_op('lamp::masked_softmax', mutates_args=())

@@ -257,6 +257,48 @@ def _masked_softmax_kernel(s_ptr, mask_ptr, p_ptr, n_cols, heads, scale, BLOCK: 
     tl.store(p_ptr + row * n_cols + cols, p.to(p_ptr.dtype.element_ty), mask=inside)
 
 
+@triton.jit
+def _letterbox_kernel(frame_ptr, geometry_ptr, out_ptr, size, BLOCK: tl.constexpr):
+    """One output row of one camera's letterbox (ops/letterbox.py): lane l is column l // 3,
+    channel l % 3; four byte gathers and integer sums, as INTER_LINEAR_EXACT computes them."""
+    row = tl.program_id(0)
+    r = geometry_ptr + row * 4  # the rows' table first, then the columns'
+    r0, r1 = tl.load(r), tl.load(r + 1)
+    wy, row_valid = tl.load(r + 2), tl.load(r + 3)
+    lane = tl.arange(0, BLOCK)
+    live = lane < size * 3
+    col, channel = lane // 3, lane % 3
+    c = geometry_ptr + (size + col) * 4
+    c0 = tl.load(c, mask=live, other=0) + channel
+    c1 = tl.load(c + 1, mask=live, other=0) + channel
+    wx = tl.load(c + 2, mask=live, other=0)
+    valid = (tl.load(c + 3, mask=live, other=0) * row_valid) != 0
+    on = live & valid
+    s00 = tl.load(frame_ptr + r0 + c0, mask=on, other=0).to(tl.int32)
+    s01 = tl.load(frame_ptr + r0 + c1, mask=on, other=0).to(tl.int32)
+    s10 = tl.load(frame_ptr + r1 + c0, mask=on, other=0).to(tl.int32)
+    s11 = tl.load(frame_ptr + r1 + c1, mask=on, other=0).to(tl.int32)
+    top = s00 * (256 - wx) + s01 * wx
+    bottom = s10 * (256 - wx) + s11 * wx
+    value = (top * (256 - wy) + bottom * wy + 32768) >> 16
+    value = tl.where(on, value, 0)
+    tl.store(out_ptr + row * size * 3 + lane, value.to(tl.uint8), mask=live)
+
+
+def letterbox(frames, geometry):
+    """frames: one flat uint8 tensor per camera; geometry (1, cams, 2, size, 4) int32 ->
+    (1, cams, size, size, 3) uint8. One launch per camera (each reads its own buffer)."""
+    size = geometry.shape[-2]
+    geometry = geometry.contiguous()
+    out = torch.empty((1, len(frames), size, size, 3), dtype=torch.uint8,
+                      device=geometry.device)
+    block = triton.next_power_of_2(size * 3)
+    for i, frame in enumerate(frames):
+        _letterbox_kernel[(size,)](frame, geometry[0, i], out[0, i], size, BLOCK=block,
+                                   num_warps=4)
+    return out
+
+
 def masked_softmax(scores, mask, heads, scale):
     scores = scores.contiguous()
     keep = mask.contiguous().view(torch.uint8)

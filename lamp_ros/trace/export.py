@@ -42,10 +42,12 @@ def _is_check(target) -> bool:
 
 
 def _target_name(target) -> str:
+    """`aten.add.Tensor`, `lamp.letterbox.default`: an operator's namespace, name, overload."""
     name = getattr(target, '__name__', str(target))
     overload = getattr(target, '_overloadpacket', None)
     if overload is not None:
-        return f'aten.{name}' if not name.startswith('aten') else name
+        namespace = getattr(target, 'namespace', 'aten')
+        return name if name.startswith(f'{namespace}.') else f'{namespace}.{name}'
     return name
 
 

@@ -3,8 +3,8 @@ against the eager op chains they replace (GPU time of CUDA-graph replays, as the
 five-kernel layer (triton_expert.py) is tuned here as the lowering tunes it, every candidate's
 time printed, and checked in bf16 with the chosen tiles.
 
-Usage: python3 scripts/device/kernels_check.py [fp8 | norms | lt_linear]   (one line per
-kernel and shape; a name checks that group alone)
+Usage: python3 scripts/device/kernels_check.py [fp8 | norms | lt_linear | letterbox]   (one
+line per kernel and shape; a name checks that group alone)
 """
 
 import torch
@@ -66,6 +66,7 @@ def main() -> None:
     ok &= check_gelu_epilogue()
     ok &= check_expert_layer()
     ok &= check_lt_linear()
+    ok &= check_letterbox()
     print('all kernels match' if ok else 'SOME KERNELS DO NOT MATCH')
     raise SystemExit(0 if ok else 1)
 
@@ -302,6 +303,58 @@ def check_lt_linear() -> bool:
     return ok & (stored == 'stored: 3 linears') & unused.startswith('not used')
 
 
+def check_letterbox() -> bool:
+    """`lamp::letterbox` (the device letterbox, compiler/device_letterbox.py): the Triton kernel
+    makes OpenCV's INTER_LINEAR_EXACT resize-with-pad byte for byte (frames of many sizes,
+    stale bytes past them, an absent camera), and its time for pi05_full's cameras (640x480 +
+    two 224x224, from CUDA-graph replays) beside the host's OpenCV letterbox of the same frames
+    (CPU wall time, one thread: what the host no longer does)."""
+    import time
+
+    import cv2
+    import numpy as np
+
+    from lamp_ros.ops.image import resize_with_pad
+    from lamp_ros.ops.letterbox import letterbox_frames
+    rng = np.random.default_rng(0)
+    ok = True
+    cases = [((480, 640), (224, 224), (224, 224)), ((720, 1280), (100, 300), (1, 1)),
+             ((1080, 1920), (224, 225), None), ((57, 999), (640, 480), (3, 5))]
+    for sizes in cases:
+        slots = ('a', 'b', 'c')
+        images = {s: rng.integers(0, 256, (*hw, 3), dtype=np.uint8)
+                  for s, hw in zip(slots, sizes) if hw is not None}
+        capacity = {s: max(hw[0] * hw[1], 224 * 224) * 3 if hw else 224 * 224 * 3
+                    for s, hw in zip(slots, sizes)}
+        *frames, geometry, _ = letterbox_frames(images, slots, 224, capacity)
+        buffers = []
+        for slot, frame in zip(slots, frames):
+            buffer = torch.from_numpy(rng.integers(0, 256, capacity[slot], dtype=np.uint8))
+            if frame is not None:
+                buffer[:frame.size] = torch.from_numpy(frame)
+            buffers.append(buffer.cuda())
+        geometry = torch.from_numpy(geometry).cuda()
+        got = ops.letterbox(buffers, geometry).cpu().numpy()
+        want = [resize_with_pad(images[s], 224, 224, 'linear_exact') if s in images
+                else np.zeros((224, 224, 3), np.uint8) for s in slots]
+        same = all(np.array_equal(got[0, i], w) for i, w in enumerate(want))
+        named = ('x'.join(map(str, hw)) if hw else 'absent' for hw in sizes)
+        line = f'letterbox {" + ".join(named)}'
+        if sizes == cases[0]:
+            t_gpu = tuning.gpu_time_ms(lambda: ops.letterbox(buffers, geometry))
+            cv2.setNumThreads(1)
+            start = time.perf_counter()
+            for _ in range(50):
+                for s in slots:
+                    resize_with_pad(images[s], 224, 224, 'linear_exact')
+            t_host = (time.perf_counter() - start) / 50
+            line += (f'; kernels {t_gpu * 1e3:6.1f} us (3 launches), the host\'s OpenCV '
+                     f'letterbox {t_host * 1e6:6.1f} us')
+        print(f'{line}: equal to OpenCV {same} ({"ok" if same else "MISMATCH"})', flush=True)
+        ok &= same
+    return ok
+
+
 if __name__ == '__main__':
     import sys
     if sys.argv[1:] == ['fp8']:  # the FP8 kernels alone, and the GELU epilogue
@@ -310,4 +363,6 @@ if __name__ == '__main__':
         raise SystemExit(0 if check_norms() else 1)
     if sys.argv[1:] == ['lt_linear']:  # the stored cuBLASLt algorithms alone
         raise SystemExit(0 if check_lt_linear() else 1)
+    if sys.argv[1:] == ['letterbox']:  # the device letterbox alone
+        raise SystemExit(0 if check_letterbox() else 1)
     main()

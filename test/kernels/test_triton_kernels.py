@@ -207,3 +207,32 @@ def test_prefix_flash_attention_matches_the_reference(tiles):
     torch.testing.assert_close(got[1, 5], v[1, :, 0].mean(0).repeat(heads), atol=3e-5, rtol=0)
     with pytest.raises(ValueError, match='packed heads'):
         triton_expert.mqa_flash(q.transpose(1, 2), k, v, mask, heads, d ** -0.5, tiles)
+
+
+def test_letterbox_kernel_makes_opencv_linear_exact_bytes():
+    """`lamp::letterbox`'s kernel: frames of several sizes in buffers with stale bytes after
+    them, one absent camera (tables all zero), a small output size to keep the interpreter
+    quick; byte for byte OpenCV's INTER_LINEAR_EXACT resize-with-pad."""
+    import numpy as np
+
+    from lamp_ros.ops.image import resize_with_pad
+    from lamp_ros.ops.letterbox import letterbox_frames
+    rng = np.random.default_rng(0)
+    slots, size = ('a', 'b', 'c', 'd'), 24
+    images = {'a': rng.integers(0, 256, (48, 64, 3), dtype=np.uint8),
+              'b': rng.integers(0, 256, (7, 30, 3), dtype=np.uint8),
+              'c': rng.integers(0, 256, (5, 3, 3), dtype=np.uint8)}
+    capacity = {s: 64 * 64 * 3 for s in slots}
+    *frames, geometry, _ = letterbox_frames(images, slots, size, capacity)
+    buffers = []
+    for frame in frames:
+        buffer = torch.from_numpy(rng.integers(0, 256, 64 * 64 * 3, dtype=np.uint8))
+        if frame is not None:
+            buffer[:frame.size] = torch.from_numpy(frame)
+        buffers.append(buffer)
+    got = triton_kernels.letterbox(buffers, torch.from_numpy(geometry))
+    assert torch.equal(got, ops.letterbox_reference(buffers, torch.from_numpy(geometry)))
+    for i, slot in enumerate(slots):
+        want = (resize_with_pad(images[slot], size, size, 'linear_exact') if slot in images
+                else np.zeros((size, size, 3), np.uint8))
+        np.testing.assert_array_equal(got[0, i].numpy(), want, err_msg=slot)
