@@ -95,11 +95,21 @@ def compile(ctx) -> GroupBuild:
     torch.export.save(program, os.path.join(ctx.root, rel))
     io = {v: {'dtype': str(a.dtype).removeprefix('torch.'), 'shape': list(a.shape)}
           for v, a in zip(ctx.group.inputs, args)}
+    for v in _frame_inputs(ctx.graph, ctx.group):
+        io[v]['frame'] = True
     return GroupBuild(files=(rel,), metadata={'program': rel, 'inputs': io,
                                               'torch': torch.__version__, 'kernels': kernels,
                                               'tiles': tiles, 'streams': streams,
                                               'text': axis.to_dict() if axis else None,
                                               'cublaslt': _stored_algorithms(modules)})
+
+
+def _frame_inputs(graph, group) -> tuple:
+    """The group's inputs that are camera frames in fixed-size buffers (the vision stage's,
+    compiler/device_letterbox.py): HostInputs copies a frame of any size up to its buffer's."""
+    return tuple(v for n in group.nodes
+                 for v in graph.node(n).attrs.get('letterbox', {}).get('frames', {})
+                 if v in group.inputs)
 
 
 def _stored_algorithms(modules) -> dict | None:
@@ -149,7 +159,10 @@ class HostInputs:
     0.32 ms a call at the median and 2.2 ms at p99, against 0.065 and 0.12 for the numpy copy
     (bench/results/inference_overhead_h200.json, side by side). bf16 inputs (the noise, the
     state; a few KB) have no numpy type and are cast by torch. A feed of another kind (float
-    pixels for a uint8 input) is refused, naming the input, instead of cast."""
+    pixels for a uint8 input) is refused, naming the input, instead of cast. A camera frame
+    (`frame` in its spec: the device letterbox's input) is flat uint8 bytes of any count up to
+    its buffer's, copied to the buffer's start (its tables read no further), or None for an
+    absent camera (its tables read nothing; the buffer keeps what it held)."""
 
     def __init__(self, torch, names, specs, pin_memory: bool):
         self.names = tuple(names)
@@ -157,11 +170,15 @@ class HostInputs:
         self.buffers = [torch.zeros(s['shape'], dtype=getattr(torch, s['dtype']),
                                     pin_memory=pin_memory) for s in specs]
         self.views = [None if b.dtype == torch.bfloat16 else b.numpy() for b in self.buffers]
+        self.frames = [bool(s.get('frame')) for s in specs]
 
     def fill(self, feeds: dict, positions=None) -> None:
         """Copy feeds into the buffers: all of them, or those at `positions`."""
         for i in range(len(self.names)) if positions is None else positions:
             name, buffer, view = self.names[i], self.buffers[i], self.views[i]
+            if self.frames[i]:
+                self._fill_frame(name, view, feeds[name])
+                continue
             value = np.asarray(feeds[name])
             if value.shape != tuple(buffer.shape):
                 raise ValueError(f'{name}: shape {value.shape}, the captured graph needs '
@@ -174,6 +191,16 @@ class HostInputs:
                 raise ValueError(f'{name}: {value.dtype} values for a {view.dtype} input')
             else:
                 np.copyto(view, value, casting='same_kind')
+
+    @staticmethod
+    def _fill_frame(name, view, frame) -> None:
+        if frame is None:
+            return
+        frame = np.asarray(frame)
+        if frame.dtype != np.uint8 or frame.ndim != 1 or frame.size > view.size:
+            raise ValueError(f'{name}: a camera frame must be flat uint8 bytes, at most '
+                             f'{view.size} (its buffer), got {frame.dtype} {frame.shape}')
+        view[:frame.size] = frame
 
 
 class CudaGraphRunner:

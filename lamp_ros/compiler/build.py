@@ -20,6 +20,7 @@ from lamp_ros.artifact.manifest import write_manifest
 from lamp_ros.artifact.plan import BuildPlan
 from lamp_ros.backends import get_backend
 from lamp_ros.backends.base import CompileContext
+from lamp_ros.compiler.device_letterbox import letterbox_on_device
 from lamp_ros.compiler.memory import memory_plan
 from lamp_ros.compiler.parity import run_parity
 from lamp_ros.compiler.passes import enabled_passes, run_passes
@@ -116,14 +117,21 @@ def compile_spec(spec_path: str, out: str, progress=None) -> BuildResult:
     example = {}
     obs = example_observation(pipeline.policy.norm_stats)
     applied = enabled_passes(spec.passes)
-    # With passes on, the model stages are exported once, after the passes (record_passes).
-    graph = trace_pipeline(pipeline, obs, export=not applied, name=spec.name, progress=say,
-                           values_out=example)
+    letterbox = spec.fusion.get('device_letterbox')
+    # With passes or the device letterbox on, the model stages are exported once, after them
+    # (record_passes).
+    graph = trace_pipeline(pipeline, obs, export=not (applied or letterbox), name=spec.name,
+                           progress=say, values_out=example)
     done('trace')
-    modules = stage_modules(graph, pipeline.policy)
+    modules, results = stage_modules(graph, pipeline.policy), {}
     if applied:
         say(f'graph passes: {", ".join(applied)}')
         modules, results = run_passes(modules, spec.passes)
+    if letterbox:
+        say('device letterbox: ' + ', '.join(f'{s} up to {h}x{w}'
+                                             for s, (h, w) in letterbox.items()))
+        graph, modules = letterbox_on_device(graph, modules, letterbox, example)
+    if applied or letterbox:
         graph = record_passes(graph, modules, results, example, progress=say)
         done('passes')
     say('partition')

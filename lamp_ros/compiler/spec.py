@@ -56,7 +56,8 @@ class Spec:
     target: str
     stages: dict        # stage op -> StageChoice ('default' included)
     fusion: dict        # fuse_adjacent: bool, split_after: [node ids], side_stream: [node ids],
-    #                     text_lengths: [prompt lengths a cuda / onnxruntime group also runs at]
+    #                     text_lengths: [prompt lengths a cuda / onnxruntime group also runs at],
+    #                     device_letterbox: {camera slot: [height, width] of its largest frame}
     parity: dict        # samples, atol, rtol
     passes: dict = field(default_factory=dict)
     source: str = ''    # path the spec was read from
@@ -138,8 +139,9 @@ def parse_spec(d: dict, source: str = '') -> Spec:
     stages = {k: _stage_choice(v, f'stages.{k}', target) for k, v in stages_in.items()}
     stages.setdefault('default', StageChoice('host', reason='host reference for every stage'))
     fusion = d.get('fusion', {})
-    _check_keys(fusion, {'fuse_adjacent', 'split_after', 'side_stream', 'text_lengths'},
-                'fusion')
+    _check_keys(fusion, {'fuse_adjacent', 'split_after', 'side_stream', 'text_lengths',
+                         'device_letterbox'}, 'fusion')
+    _check_device_letterbox(fusion.get('device_letterbox'), target)
     side = fusion.get('side_stream', [])
     if not isinstance(side, list) or not all(isinstance(s, str) for s in side):
         raise SpecError(f'fusion.side_stream: a list of stage names, got {side!r}')
@@ -159,6 +161,26 @@ def parse_spec(d: dict, source: str = '') -> Spec:
               **fusion}
     return Spec(name=d['name'], policy=policy, weights=weights, control=control, target=target,
                 stages=stages, fusion=fusion, parity=parity, passes=passes, source=source)
+
+
+def _check_device_letterbox(frames, target: str) -> None:
+    """fusion.device_letterbox (compiler/device_letterbox.py): {slot: [height, width]}, the
+    largest frame each camera sends, for a cuda target (its CUDA graph copies the frames)."""
+    if frames is None:
+        return
+    if target != 'cuda':
+        raise SpecError(f'fusion.device_letterbox: the letterbox runs on a cuda target\'s GPU; '
+                        f'this spec\'s target is {target!r}')
+    if not isinstance(frames, dict) or not frames:
+        raise SpecError(f'fusion.device_letterbox: {{camera slot: [height, width]}}, got '
+                        f'{frames!r}')
+    for slot, size in frames.items():
+        if (not isinstance(size, list) or len(size) != 2
+                or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 1
+                           for d in size)
+                or size[0] * size[1] * 3 >= 2 ** 31):
+            raise SpecError(f'fusion.device_letterbox.{slot}: the largest frame as [height, '
+                            f'width] in pixels (under 2 GB), got {size!r}')
 
 
 def load_spec(path: str) -> Spec:

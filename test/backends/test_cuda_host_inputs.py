@@ -64,3 +64,20 @@ def test_a_feed_of_another_kind_or_shape_is_refused_by_name(name, value, message
     inputs = make()
     with pytest.raises(ValueError, match=message.replace('(', r'\(').replace(')', r'\)')):
         inputs.fill({**feeds(np.random.default_rng(3)), name: value})
+
+
+def test_camera_frames_fill_their_buffer_start_and_absent_ones_keep_it():
+    """The device letterbox's inputs (compiler/device_letterbox.py): flat frames of any size up
+    to the buffer's; the tables read no byte past the frame, so the rest is left as it was."""
+    specs = {'frame': {'shape': [40], 'dtype': 'uint8', 'frame': True}}
+    inputs = HostInputs(torch, specs, specs.values(), pin_memory=False)
+    (buffer,) = inputs.buffers
+    inputs.fill({'frame': np.full(40, 9, np.uint8)})
+    inputs.fill({'frame': np.arange(12, dtype=np.uint8)})
+    np.testing.assert_array_equal(buffer.numpy(), [*range(12)] + [9] * 28)
+    inputs.fill({'frame': None})  # an absent camera
+    np.testing.assert_array_equal(buffer.numpy()[:12], range(12))
+    for bad in (np.zeros(41, np.uint8), np.zeros((2, 3), np.uint8), np.zeros(4, np.float32)):
+        with pytest.raises(ValueError, match=r'frame: a camera frame must be flat uint8 bytes, '
+                                             r'at most 40'):
+            inputs.fill({'frame': bad})

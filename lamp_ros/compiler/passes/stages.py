@@ -3,7 +3,10 @@
 Each forward mirrors its eager twin line by line (siglip.VisionEncoder, pi05.PrefixEncoder,
 pi05.ActionExpert) with the switches passes flip: a missing final norm, K/V-only layers, a
 folded embedding scale, precomputed time conditioning, a folded Euler update. Flipped or not,
-the stage keeps its signature, so the graph node, the export and the runtime never notice.
+the stage keeps its signature, so the graph node, the export and the runtime never notice. The
+one exception is not a pass: the device letterbox (compiler/device_letterbox.py) has the vision
+stage take the cameras' frames and their tables instead of letterboxed pixels, and rewrites the
+graph node's inputs with it.
 """
 
 import math
@@ -13,6 +16,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from lamp_ros.compiler.passes.modules import add_then_norm, PatchLinear
+from lamp_ros.kernels import ops as kernel_ops
 from lamp_ros.policies.pi05 import assemble_prefix, posemb_sincos, suffix_attention
 from lamp_ros.policies.siglip import to_model_range, VisionEncoder
 
@@ -25,7 +29,10 @@ def attention_bias(layers, mask: torch.Tensor, dtype):
 
 
 class VisionStage(nn.Module):
-    """Images (..., H, W, 3) in [-1, 1] -> tokens (..., num_patches, out_width)."""
+    """uint8 images (..., H, W, 3) -> tokens (..., num_patches, out_width); with `letterbox`
+    on, the cameras' flat frames and their tables (ops/letterbox.py) instead of the images."""
+
+    letterbox = False  # set on a copy by compiler/device_letterbox.py
 
     def __init__(self, cfg, patch_embed, pos_embed, blocks, post_norm, projector):
         super().__init__()
@@ -48,7 +55,11 @@ class VisionStage(nn.Module):
         images = to_model_range(images.reshape(-1, *images.shape[-3:]))
         return self.patch_embed(images.to(self.patch_embed.weight.dtype))
 
-    def forward(self, images: torch.Tensor) -> torch.Tensor:
+    def forward(self, *inputs: torch.Tensor) -> torch.Tensor:
+        if self.letterbox:  # (*frames, geometry): the pixels made on the stage's device
+            images = kernel_ops.letterbox(list(inputs[:-1]), inputs[-1])
+        else:
+            (images,) = inputs
         # The eager encoder's math, each residual add carried to the norm that reads its sum
         # (VisionBlock.deferred): on the kernel path one kernel does both.
         lead = images.shape[:-3]
