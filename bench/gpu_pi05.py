@@ -6,7 +6,9 @@
 
 ART is `lamp compile config/specs/pi05_full.yaml` built on this GPU. One run measures the model
 stages (vision + prefix + 10-step denoise; 3 cameras at 224, 200 prompt tokens, horizon 50, bf16)
-side by side on the same inputs (the artifact's own group inputs for the example observation):
+side by side on the same inputs (the artifact's own group inputs for the example observation;
+with the cameras letterboxed on the device, the baselines take the pixels the device makes, as
+the host computes them: `baseline_inputs`):
   hf_eager       the same shapes from Hugging Face transformers modules (SigLIP, Gemma), eager
                  (bench/baselines.py; its own random weights: a timing baseline only)
   eager          the reference policy's modules with the artifact's weights, eager PyTorch
@@ -128,7 +130,8 @@ def load_artifact(path: str, runs: int):
     captured = {}
     runtime.reset()
     runtime.run(feeds, capture=captured)
-    x = [torch.as_tensor(np.asarray(captured[name])).cuda() for name in group.inputs]
+    x = [torch.as_tensor(np.asarray(v)).cuda()
+         for v in baseline_inputs(runtime.artifact.graph, group, captured)]
     (out_name,) = group.outputs
     lamp_out = torch.as_tensor(np.asarray(captured[out_name], np.float32)).cuda()
     times, text = {}, {}
@@ -162,6 +165,25 @@ def load_artifact(path: str, runs: int):
         text['lamp_prompt_tokens'] = int(np.asarray(captured[axis.mask]).sum())
     peak = torch.cuda.max_memory_allocated() / 1e9
     return runtime, group, x, lamp_out, times, peak, text
+
+
+def baseline_inputs(graph, group, captured) -> list:
+    """The reference's inputs (pixels, image mask, token ids, token mask, noise) from one
+    captured inference: the cuda group's inputs, except that a group whose vision stage
+    letterboxes the cameras itself (compiler/device_letterbox.py) reads frames and tables where
+    the reference reads pixels; those pixels are made here from the same bytes by the device
+    kernel's definition (ops/letterbox.py), so every path computes on the same pixels."""
+    from lamp_ros.ops.letterbox import letterbox_reference
+    vision = graph.node(group.nodes[0])
+    if 'letterbox' not in vision.attrs:
+        return [captured[name] for name in group.inputs]
+    *frames, tables = vision.inputs
+    geometry = np.asarray(captured[tables])
+    size = geometry.shape[-2]
+    pixels = np.stack([np.zeros((size, size, 3), np.uint8) if captured.get(f) is None
+                       else letterbox_reference(captured[f], geometry[0, i])  # absent: black
+                       for i, f in enumerate(frames)])[None]
+    return [pixels, *(captured[v] for v in group.inputs if v not in vision.inputs)]
 
 
 def full_prompt_feeds(runtime, axis):

@@ -1,5 +1,6 @@
-"""bench/host_pixels.py: the two pixel hand-overs it times carry the same picture, and the
-script runs and writes its report."""
+"""bench/host_pixels.py: the pixel hand-overs it times carry the same picture (the host and the
+device letterbox's buffers too, through `lamp::letterbox`'s CPU implementation), and the script
+runs and writes its report."""
 
 import json
 import os
@@ -10,6 +11,7 @@ import numpy as np
 import torch
 
 from bench import host_pixels
+from lamp_ros.kernels import ops as kernel_ops
 from lamp_ros.policies.siglip import to_model_range
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -28,6 +30,16 @@ def test_both_hand_overs_reach_the_model_as_the_same_pixels():
     torch.testing.assert_close(to_model_range(now).to(torch.bfloat16), before, rtol=0, atol=0)
 
 
+def test_host_and_device_letterbox_buffers_make_the_same_pixels():
+    bench = host_pixels
+    rng = np.random.default_rng(4)
+    images = {s: rng.integers(0, 256, (*bench.SIZES[s], 3), dtype=np.uint8) for s in bench.SLOTS}
+    paths = bench.to_buffers_paths()
+    (pixels,) = paths['host_letterbox'](images)
+    *frames, geometry = paths['device_letterbox'](images)
+    assert torch.equal(kernel_ops.letterbox(frames, geometry), pixels)
+
+
 def test_script_reports_both_paths(tmp_path):
     out = tmp_path / 'host_pixels.json'
     env = {**os.environ, 'PYTHONPATH': ROOT}
@@ -38,3 +50,9 @@ def test_script_reports_both_paths(tmp_path):
     assert report['bytes_copied'] == {'float_bf16': 3 * 224 * 224 * 3 * 2,
                                       'uint8': 3 * 224 * 224 * 3}
     assert report['ratio_float_over_uint8'] > 0
+    to_buffers = report['to_buffers']
+    assert set(to_buffers['median_ms']) == {'host_letterbox', 'device_letterbox'}
+    assert to_buffers['bytes_in_buffers'] == {
+        'host_letterbox': 3 * 224 * 224 * 3,
+        'device_letterbox': (480 * 640 + 2 * 224 * 224) * 3 + 3 * 2 * 224 * 4 * 4}
+    assert to_buffers['ratio_host_over_device_letterbox'] > 0
