@@ -11,8 +11,8 @@ without torch.
 A compiler rewrite can hand a group values the eager pipeline never computes (the device
 letterbox's frames and tables, compiler/device_letterbox.py): those are listed as not compared,
 with the reason, and everything computed from them is compared as before. A value that stands
-for an eager one under another name (a node's `eager_values` attr: the letterbox's image mask
-for stack_cameras') is compared with that one.
+for an eager one under another name (a node's `eager_values` attr: `letterbox_frames.image_mask`
+for `stack_cameras.image_mask`) is compared with that one.
 """
 
 import numpy as np
