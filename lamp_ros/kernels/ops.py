@@ -278,21 +278,11 @@ def letterbox(frames: list[torch.Tensor], geometry: torch.Tensor) -> torch.Tenso
 
 
 def letterbox_reference(frames, geometry):
-    """ops/letterbox.py `letterbox_reference` in torch (int64): the CPU implementation."""
-    channel = torch.arange(3, device=geometry.device)
-    out = []
-    for i, frame in enumerate(frames):
-        flat, table = frame.reshape(-1).long(), geometry[0, i].long()
-        rows, cols = table[0], table[1]
-        r0, r1, wy = rows[:, 0, None, None], rows[:, 1, None, None], rows[:, 2, None, None]
-        c0, c1 = cols[None, :, 0, None] + channel, cols[None, :, 1, None] + channel
-        wx = cols[None, :, 2, None]
-        top = flat[r0 + c0] * (256 - wx) + flat[r0 + c1] * wx
-        bottom = flat[r1 + c0] * (256 - wx) + flat[r1 + c1] * wx
-        value = (top * (256 - wy) + bottom * wy + 32768) >> 16
-        on_image = (rows[:, 3, None, None] * cols[None, :, 3, None]) != 0
-        out.append(torch.where(on_image, value, 0).to(torch.uint8))
-    return torch.stack(out)[None]
+    """The CPU implementation: ops/letterbox.py's definition (numpy, int64), camera by camera."""
+    from lamp_ros.ops.letterbox import letterbox_reference as one_camera
+    tables = geometry.cpu().numpy()
+    return torch.stack([torch.from_numpy(one_camera(frame.cpu().numpy(), tables[0, i]))
+                        for i, frame in enumerate(frames)])[None].to(geometry.device)
 
 
 @letterbox.register_fake
