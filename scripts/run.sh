@@ -28,6 +28,20 @@ export PATH="$venv/bin:$PATH"
 
 case "$job" in
   demo) exec "$venv/bin/lamp" demo "$@" ;;
-  test) exec "$venv/bin/python" -m pytest -q test "$@" ;;
+  test)
+    if [ $# -gt 0 ]; then exec "$venv/bin/python" -m pytest -q test "$@"; fi
+    # The whole suite in two phases: what does not time anything on pytest-xdist workers (one
+    # per core, at most 4), then the ROS and timing tests alone, so that no rate they assert
+    # shares its cores with a compile. Both phases share each compiled tiny artifact
+    # (test/conftest.py: shared_build) through one temporary folder.
+    workers="$(nproc)"; [ "$workers" -le 4 ] || workers=4
+    LAMP_TEST_BUILDS="$(mktemp -d)"; export LAMP_TEST_BUILDS
+    trap 'rm -rf "$LAMP_TEST_BUILDS"' EXIT
+    rc=0
+    "$venv/bin/python" -m pytest -q -n "$workers" --dist loadfile -m 'not (ros or timing)' \
+      test || rc=$?
+    "$venv/bin/python" -m pytest -q -m 'ros or timing' test || rc=$?
+    exit "$rc"
+    ;;
   *) echo "usage: bash scripts/run.sh {demo|test} [args...]" >&2; exit 2 ;;
 esac

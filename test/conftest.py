@@ -1,7 +1,11 @@
-"""Session fixtures shared across the suite: one compiled pi05_tiny artifact (30 s on 2 cores)."""
+"""Session fixtures shared across the suite: one compiled pi05_tiny artifact (30 s on 2 cores)
+and its one-edit variants. Under `scripts/run.sh test` the suite runs in several processes
+(pytest-xdist workers, then the serial phase), which share each build through the folder named
+by LAMP_TEST_BUILDS: the first process to ask builds it, the others wait for it and read it."""
 
 import fcntl
 import os
+import shutil
 import tempfile
 
 import pytest
@@ -40,15 +44,39 @@ if 'ROS_DOMAIN_ID' not in os.environ:
     os.environ['ROS_DOMAIN_ID'] = str(_DOMAIN)
 
 TINY_SPEC = 'config/specs/pi05_tiny.yaml'
+SHARED_BUILDS = 'LAMP_TEST_BUILDS'
+
+
+def shared_build(tmp_path_factory, name: str, build) -> str:
+    """Path of the artifact `build(out)` compiles into `out`, made once for every test process
+    of this run. With LAMP_TEST_BUILDS unset (a plain `pytest`), it is this session's own. Else
+    it lies in that folder: an exclusive lock per name makes the other processes wait while one
+    builds, and a `.done` file written after the build says it is whole (a build that raised
+    leaves none, so the next process to ask builds it again and sees the same error)."""
+    root = os.environ.get(SHARED_BUILDS)
+    if not root:
+        out = str(tmp_path_factory.mktemp(name) / name)
+        build(out)
+        return out
+    out = os.path.join(root, name)
+    with open(out + '.lock', 'a') as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if not os.path.exists(out + '.done'):
+            shutil.rmtree(out, ignore_errors=True)
+            build(out)
+            open(out + '.done', 'w').close()
+    return out
+
+
+def _compile_tiny(out: str) -> None:
+    from lamp_ros.cli import main
+    assert main(['compile', TINY_SPEC, '--out', out]) == 0
 
 
 @pytest.fixture(scope='session')
 def tiny_artifact(tmp_path_factory):
     """Path of a freshly compiled pi05_tiny CPU artifact (read-only for tests: copy to edit)."""
-    from lamp_ros.cli import main
-    out = tmp_path_factory.mktemp('artifact') / 'pi05_tiny'
-    assert main(['compile', TINY_SPEC, '--out', str(out)]) == 0
-    return str(out)
+    return shared_build(tmp_path_factory, 'pi05_tiny', _compile_tiny)
 
 
 VARIANT_EDITS = {
@@ -68,17 +96,21 @@ def tiny_variant(tmp_path_factory):
     import yaml
 
     from lamp_ros.compiler.build import compile_spec
-    root = tmp_path_factory.mktemp('variants')
+    specs = tmp_path_factory.mktemp('variant_specs')
     built = {}
+
+    def build(name: str, out: str) -> None:
+        with open(TINY_SPEC, encoding='utf-8') as f:
+            spec = yaml.safe_load(f)
+        VARIANT_EDITS[name](spec)
+        spec_path = specs / f'{name}.yaml'
+        spec_path.write_text(yaml.safe_dump(spec))
+        compile_spec(str(spec_path), out)
 
     def get(name: str) -> str:
         if name not in built:
-            with open(TINY_SPEC, encoding='utf-8') as f:
-                spec = yaml.safe_load(f)
-            VARIANT_EDITS[name](spec)
-            spec_path = root / f'{name}.yaml'
-            spec_path.write_text(yaml.safe_dump(spec))
-            built[name] = compile_spec(str(spec_path), str(root / name)).root
+            built[name] = shared_build(tmp_path_factory, f'variant_{name}',
+                                       lambda out: build(name, out))
         return built[name]
     return get
 

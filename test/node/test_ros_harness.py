@@ -2,6 +2,10 @@
 service request or reply right after discovery): with no time allowed for any reply, every
 attempt counts as lost, so the answer must come from the node's state."""
 
+import pytest
+
+pytestmark = pytest.mark.ros
+
 CONFIGURE, ACTIVATE = 1, 3
 
 

@@ -87,6 +87,7 @@ def _slow(runtime, seconds):
             runner.run = slow
 
 
+@pytest.mark.timing
 def test_async_ticks_keep_their_rate_with_slow_inference(tiny_artifact):
     runtime = Runtime.load(tiny_artifact, execution='async')
     _slow(runtime, 3 * runtime.period)
