@@ -8,6 +8,7 @@ still checksummed at load, but left out of the id, so two compiles of the same s
 machine give the same id.
 """
 
+from concurrent.futures import ThreadPoolExecutor
 import hashlib
 import json
 import os
@@ -25,6 +26,15 @@ def sha256_file(path: str) -> str:
     return digest.hexdigest()
 
 
+def sha256_files(root: str, paths) -> dict:
+    """rel path -> sha256, the files hashed on a few threads (reads and hashlib release the
+    GIL): a full-size artifact holds several GB, hashed at every build and every load."""
+    paths = list(paths)
+    with ThreadPoolExecutor(max_workers=min(8, os.cpu_count() or 1)) as pool:
+        digests = pool.map(sha256_file, [os.path.join(root, p) for p in paths])
+        return dict(zip(paths, digests))
+
+
 def list_files(root: str) -> list:
     """Every file below root except the manifest, as sorted relative POSIX paths."""
     out = []
@@ -37,8 +47,9 @@ def list_files(root: str) -> list:
 
 
 def _entries(root: str, paths) -> dict:
-    return {p: {'size': os.path.getsize(os.path.join(root, p)),
-                'sha256': sha256_file(os.path.join(root, p))} for p in paths}
+    digests = sha256_files(root, paths)
+    return {p: {'size': os.path.getsize(os.path.join(root, p)), 'sha256': digests[p]}
+            for p in paths}
 
 
 def artifact_id(manifest: dict) -> str:
@@ -99,7 +110,9 @@ def verify_files(root: str, manifest: dict) -> None:
         if size != entry['size']:
             raise ArtifactError(f'{rel}: size {size} bytes, manifest says {entry["size"]} '
                                 '(truncated or replaced)')
-        if sha256_file(path) != entry['sha256']:
+    digests = sha256_files(root, sorted(listed))
+    for rel, entry in sorted(listed.items()):
+        if digests[rel] != entry['sha256']:
             raise ArtifactError(f'{rel}: sha256 mismatch (file modified since the build)')
     extra = sorted(set(list_files(root)) - set(listed))
     if extra:

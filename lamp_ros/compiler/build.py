@@ -118,10 +118,11 @@ def compile_spec(spec_path: str, out: str, progress=None) -> BuildResult:
     obs = example_observation(pipeline.policy.norm_stats)
     applied = enabled_passes(spec.passes)
     letterbox = spec.fusion.get('device_letterbox')
-    # With passes or the device letterbox on, the model stages are exported once, after them
-    # (record_passes).
-    graph = trace_pipeline(pipeline, obs, export=not (applied or letterbox), name=spec.name,
-                           progress=say, values_out=example)
+    # With passes or the device letterbox on, the model stages are exported and their weights
+    # hashed once, after them (record_passes).
+    rewritten = bool(applied or letterbox)
+    graph = trace_pipeline(pipeline, obs, export=not rewritten, name=spec.name, progress=say,
+                           values_out=example, hash_weights=not rewritten)
     done('trace')
     modules, results = stage_modules(graph, pipeline.policy), {}
     if applied:
@@ -131,7 +132,7 @@ def compile_spec(spec_path: str, out: str, progress=None) -> BuildResult:
         say('device letterbox: ' + ', '.join(f'{s} up to {h}x{w}'
                                              for s, (h, w) in letterbox.items()))
         graph, modules = letterbox_on_device(graph, modules, letterbox, example)
-    if applied or letterbox:
+    if rewritten:
         graph = record_passes(graph, modules, results, example, progress=say)
         done('passes')
     say('partition')

@@ -85,7 +85,7 @@ def run_parity(pipeline, runtime, samples: int, atol: float, rtol: float, progre
         if progress:
             progress(f'parity sample {i + 1}/{samples}')
         eager = {}
-        trace_pipeline(pipeline, obs, export=False, values_out=eager)
+        trace_pipeline(pipeline, obs, export=False, values_out=eager, hash_weights=False)
         runtime.reset()
         got = {}
         runtime.run(runtime.feeds(obs, 0.0), capture=got)

@@ -27,8 +27,9 @@ def image_input_types(slots) -> dict:
 
 
 def trace_pipeline(pipeline, observation, t: float = 0.0, export: bool = True, name: str = '',
-                   progress=None, values_out: dict | None = None):
-    """One synchronous tick of `pipeline` at time t, traced into a Graph (state reset after)."""
+                   progress=None, values_out: dict | None = None, hash_weights: bool = True):
+    """One synchronous tick of `pipeline` at time t, traced into a Graph (state reset after);
+    `hash_weights` as `trace`'s."""
     policy = pipeline.policy
     obs = validate_observation(observation, policy.config.camera_slots, len(policy.joint_names))
     pipeline.reset()
@@ -45,7 +46,8 @@ def trace_pipeline(pipeline, observation, t: float = 0.0, export: bool = True, n
     types['t_obs'] = TensorType('float64', (), role='input')
     try:
         return trace(run, inputs, objects=[pipeline, policy], input_types=types, export=export,
-                     name=name, progress=progress, values_out=values_out)
+                     name=name, progress=progress, values_out=values_out,
+                     hash_weights=hash_weights)
     finally:
         pipeline.reset()
 

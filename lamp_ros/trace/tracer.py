@@ -130,7 +130,8 @@ def _marked_methods(obj):
 
 
 def trace(run, inputs: dict, objects, input_types: dict | None = None, export: bool = True,
-          name: str = '', progress=None, values_out: dict | None = None) -> Graph:
+          name: str = '', progress=None, values_out: dict | None = None,
+          hash_weights: bool = True) -> Graph:
     """Trace `run(**inputs)` over the stages of `objects` into a linted Graph.
 
     inputs: graph input name -> value (dicts are flattened: images -> images.base, ...).
@@ -138,6 +139,9 @@ def trace(run, inputs: dict, objects, input_types: dict | None = None, export: b
     export: give model stages an op-level subgraph with torch.export.
     values_out: if given, filled with value name -> the value seen in this run (parity
     references at every edge).
+    hash_weights: give model stages the sha256 of their weights. Off where the graph is thrown
+    away (parity's eager references) or the weights are hashed again after the passes: for the
+    full policy that is 6 GB copied off the GPU and hashed, ~10 s a trace.
     """
     rec = _Recorder()
     graph_inputs = []
@@ -166,7 +170,7 @@ def trace(run, inputs: dict, objects, input_types: dict | None = None, export: b
         outputs.append(known)
     if values_out is not None:
         values_out.update({name: rec.keep[i] for name, i in rec.index.items()})
-    nodes = _finish_model_stages(rec, export, progress)
+    nodes = _finish_model_stages(rec, export, progress, hash_weights)
     values = dict(rec.values)
     for v in outputs:
         values[v] = _with_role(values[v], 'output')
@@ -178,8 +182,9 @@ def _with_role(vtype: TensorType, role: str) -> TensorType:
     return TensorType(**{**vtype.to_dict(), 'shape': vtype.shape, 'role': role})
 
 
-def _finish_model_stages(rec: _Recorder, export: bool, progress) -> list:
-    """Model stages own their weights (hashed always) and, with export, an op subgraph."""
+def _finish_model_stages(rec: _Recorder, export: bool, progress, hash_weights: bool) -> list:
+    """Model stages own their weights (hashed unless told not to) and, with export, an op
+    subgraph."""
     from dataclasses import replace
     import operator
 
@@ -192,7 +197,7 @@ def _finish_model_stages(rec: _Recorder, export: bool, progress) -> list:
         device = next(module.parameters()).device
         tensors = [a if isinstance(a, torch.Tensor) else torch.as_tensor(a, device=device)
                    for a in args]
-        node = replace(nodes[node_id], weights=weight_hashes(module),
+        node = replace(nodes[node_id], weights=weight_hashes(module) if hash_weights else {},
                        attrs={**nodes[node_id].attrs, 'module': spec.module})
         nodes[node_id] = node
         if not export:

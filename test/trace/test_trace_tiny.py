@@ -102,6 +102,24 @@ def test_vision_weight_change_changes_only_the_vision_hash():
     assert {k for k in base if base[k] != changed[k]} == {'vision'}
 
 
+def test_unhashed_trace_is_hashed_by_record_passes_as_the_trace_would():
+    """Parity's eager references and a build with passes trace without hashing the weights
+    (the full policy's take ~10 s a trace); record_passes then hashes every model node that
+    has none, to the same sha256 as a hashing trace."""
+    from lamp_ros.compiler.passes.record import record_passes, stage_modules
+    pipeline = pipeline_from_spec(load_spec(SPEC))
+    obs = example_observation(pipeline.policy.norm_stats)
+    values = {}
+    bare = trace_pipeline(pipeline, obs, export=False, values_out=values, hash_weights=False)
+    hashed = trace_pipeline(pipeline, obs, export=False)
+    models = [n.id for n in hashed.nodes if n.kind == 'model']
+    assert models == ['vision', 'prefix', 'denoise'] and 'denoise.actions' in values
+    assert all(not bare.node(m).weights and hashed.node(m).weights for m in models)
+    filled = record_passes(bare, stage_modules(bare, pipeline.policy), {})
+    assert all(filled.node(m).weights == hashed.node(m).weights for m in models)
+    assert filled.hashes() == hashed.hashes()
+
+
 def test_interpolation_change_changes_only_preprocessing():
     base = _hashes()
     spec = load_spec(SPEC)

@@ -31,7 +31,8 @@ def record_passes(graph: Graph, modules: dict, results: dict, example: dict | No
     """The graph with the passes' results on its model nodes (linted).
 
     example: value name -> example value; given, every model node gets a fresh subgraph
-    exported from its (optimised) module on those inputs.
+    exported from its (optimised) module on those inputs. A node's weights are hashed when a
+    pass changed its module or the trace left them unhashed.
     """
     from lamp_ros.trace.export import export_module, weight_hashes
 
@@ -45,9 +46,10 @@ def record_passes(graph: Graph, modules: dict, results: dict, example: dict | No
                    if node.id in r.details]
         if applied:
             node = replace(node, attrs={**node.attrs, 'passes': [n for n, _ in applied]},
-                           weights=weight_hashes(module),
                            meta={**node.meta, 'passes': [{'name': n, 'details': d}
                                                          for n, d in applied]})
+        if applied or not node.weights:
+            node = replace(node, weights=weight_hashes(module))
         if example is not None:
             if progress:
                 progress(f'torch.export {node.id}')
