@@ -32,6 +32,7 @@ import numpy as np
 from lamp_ros.backends import graph_phases, text_lengths
 from lamp_ros.backends.base import BackendUnavailable, GroupBuild
 from lamp_ros.backends.group_module import group_module
+from lamp_ros.backends.program_load import load_program
 
 NAME = 'cuda'
 TORCH_DTYPES = {'fp32': 'float32', 'bf16': 'bfloat16', 'fp16': 'float16'}
@@ -232,7 +233,7 @@ class CudaGraphRunner:
         torch.backends.cudnn.allow_tf32 = False  # fp32 groups keep fp32 parity
         torch.backends.cuda.matmul.allow_tf32 = False
         meta = group.build
-        program = torch.export.load(os.path.join(root, meta['program']))
+        program = load_program(os.path.join(root, meta['program']))
         self.module = program.module()
         self.text = text_lengths.TextAxis.from_dict(meta['text']) if meta.get('text') else None
         if self.text is not None:

@@ -5,6 +5,7 @@ import torch
 
 from lamp_ros.backends import text_lengths
 from lamp_ros.backends.group_module import group_module
+from lamp_ros.backends.program_load import load_program
 from lamp_ros.compiler.partition import assign, partition
 from lamp_ros.compiler.passes import run_passes
 from lamp_ros.compiler.passes.record import stage_modules
@@ -33,18 +34,26 @@ def cuda_group():
 
 
 def _exported(module, args, path, dynamic_shapes=None):
+    """Export, save to `path` and load back as the cuda runner loads it."""
     with torch.no_grad():
         exported = torch.export.export(module, args, strict=False, dynamic_shapes=dynamic_shapes)
     torch.export.save(exported, str(path))
-    return torch.export.load(str(path))
+    return load_program(str(path))
 
 
 @pytest.fixture(scope='session')
-def program(cuda_group, tmp_path_factory):
-    """(group, exported program of the cuda group loaded back from its archive, its inputs)."""
+def program_archive(cuda_group, tmp_path_factory):
+    """(path of the cuda group's PT2 archive, the program loaded back from it)."""
     _, _, group, module, args, _ = cuda_group
     path = tmp_path_factory.mktemp('stage_streams') / 'program.pt2'
-    return group, _exported(module, args, path), args
+    return str(path), _exported(module, args, path)
+
+
+@pytest.fixture(scope='session')
+def program(cuda_group, program_archive):
+    """(group, exported program of the cuda group loaded back from its archive, its inputs)."""
+    _, _, group, _, args, _ = cuda_group
+    return group, program_archive[1], args
 
 
 @pytest.fixture(scope='session')
