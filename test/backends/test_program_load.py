@@ -18,8 +18,8 @@ def _count_hints(monkeypatch) -> list:
     return calls
 
 
-def test_the_cached_load_gives_the_same_program_with_fewer_questions(program_archive,
-                                                                      monkeypatch):
+def test_the_cached_load_gives_the_same_program_with_fewer_questions(
+        program_archive, monkeypatch):
     from torch._export.serde import serialize
     path, _ = program_archive
     calls = _count_hints(monkeypatch)
