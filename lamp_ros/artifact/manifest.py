@@ -26,11 +26,16 @@ def sha256_file(path: str) -> str:
     return digest.hexdigest()
 
 
+def hash_threads() -> int:
+    """Threads that hash files or tensors at once (reads, copies and hashlib release the GIL):
+    a full-size artifact holds several GB, hashed at every build and every load."""
+    return min(8, os.cpu_count() or 1)
+
+
 def sha256_files(root: str, paths) -> dict:
-    """rel path -> sha256, the files hashed on a few threads (reads and hashlib release the
-    GIL): a full-size artifact holds several GB, hashed at every build and every load."""
+    """rel path -> sha256, the files hashed on `hash_threads()` threads."""
     paths = list(paths)
-    with ThreadPoolExecutor(max_workers=min(8, os.cpu_count() or 1)) as pool:
+    with ThreadPoolExecutor(max_workers=hash_threads()) as pool:
         digests = pool.map(sha256_file, [os.path.join(root, p) for p in paths])
         return dict(zip(paths, digests))
 

@@ -2,7 +2,6 @@
 
 from concurrent.futures import ThreadPoolExecutor
 import hashlib
-import os
 import time
 
 from lamp_ros.graph.graph import OpGraph
@@ -57,8 +56,9 @@ def weight_hashes(module) -> dict:
     """name -> {shape, dtype, sha256} for every parameter and buffer the module owns.
 
     The tensors are copied off their device and hashed on a few threads (the copies and hashlib
-    release the GIL): the full policy's stages hold 6 GB, a minute's work on one core."""
-    with ThreadPoolExecutor(max_workers=min(8, os.cpu_count() or 1)) as pool:
+    release the GIL): the full policy's stages hold 6 GB, several seconds on one core."""
+    from lamp_ros.artifact.manifest import hash_threads
+    with ThreadPoolExecutor(max_workers=hash_threads()) as pool:
         return dict(pool.map(_tensor_entry, sorted(module.state_dict().items())))
 
 
