@@ -142,3 +142,16 @@ def test_stage_seed_changes_only_that_stage():
     b = Pi05Policy.create('pi05_tiny', seed=0, stage_seeds={'vision': 99}).model.state_dict()
     changed = {k.split('.')[0] for k in a if not torch.equal(a[k], b[k])}
     assert changed == {'vision'}
+
+
+def test_stages_filled_on_threads_equal_one_after_another():
+    """init_weights fills the stages concurrently; each stage's own generator makes the values
+    those of the stages filled in turn, bit for bit (the artifact ids rely on it)."""
+    from lamp_ros.policies.weights import init_stage, stage_seeds, STAGES
+    threaded = Pi05Policy.create('pi05_tiny', seed=3).model
+    serial = Pi05Policy.create('pi05_tiny', seed=5).model
+    seeds = stage_seeds(3)
+    for name in STAGES:
+        init_stage(getattr(serial, name), seeds[name])
+    a, b = threaded.state_dict(), serial.state_dict()
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
