@@ -4,6 +4,7 @@ from concurrent.futures import ThreadPoolExecutor
 import hashlib
 import time
 
+from lamp_ros.artifact.manifest import hash_threads
 from lamp_ros.graph.graph import OpGraph
 
 
@@ -57,7 +58,6 @@ def weight_hashes(module) -> dict:
 
     The tensors are copied off their device and hashed on a few threads (the copies and hashlib
     release the GIL): the full policy's stages hold 6 GB, several seconds on one core."""
-    from lamp_ros.artifact.manifest import hash_threads
     with ThreadPoolExecutor(max_workers=hash_threads()) as pool:
         return dict(pool.map(_tensor_entry, sorted(module.state_dict().items())))
 
