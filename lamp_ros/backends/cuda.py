@@ -138,8 +138,7 @@ def _stream_schedule(group, program) -> dict | None:
         return None
     from lamp_ros.backends import stage_streams
     module = program.module()
-    graph_phases.defer_size_reads(module.graph)  # as the runner prepares it
-    module.recompile()
+    graph_phases.defer_size_reads(module.graph)  # as the runner prepares it (prepare recompiles)
     return stage_streams.prepare(module, group.side_stages).summary()
 
 
@@ -224,6 +223,10 @@ class CudaGraphRunner:
     took 15.04 / 15.07 ms at -1 and 15.09 / 15.10 at 0, against 15.44 / 15.41 on one stream
     (bench/results/h200_stage_streams/)."""
 
+    warmup_runs = 1  # uncaptured runs of the program per prompt length before the capture:
+    # one does every lazy set-up (a capture that met one would fail, not run wrong); each run
+    # of pi05_full's program through the stream interpreter costs ~1 s of a robot's configure
+
     def __init__(self, group, root: str, device: str, side_stages=None,
                  side_priority: int = -1, first_stage_inputs=None):
         torch = _torch_cuda()
@@ -236,12 +239,13 @@ class CudaGraphRunner:
         program = load_program(os.path.join(root, meta['program']))
         self.module = program.module()
         self.text = text_lengths.TextAxis.from_dict(meta['text']) if meta.get('text') else None
+        side = tuple(group.side_stages if side_stages is None else side_stages)
         if self.text is not None:
             graph_phases.defer_size_reads(self.module.graph)
-            self.module.recompile()
+            if not side:  # else stage_streams.prepare regenerates the code after its rewrite
+                self.module.recompile()
         self._bind_weights(group, root, device)
         self.gemm_algorithms = algorithm_status(meta.get('cublaslt'), device)
-        side = tuple(group.side_stages if side_stages is None else side_stages)
         self.stream = torch.cuda.Stream(device)
         self.program = self.module  # what the warm-up and the capture call
         self.streams = None         # StreamSchedule.summary() when side stages are on
@@ -269,8 +273,8 @@ class CudaGraphRunner:
         self.lengths = self.text.lengths if self.text is not None else (None,)
         shapes = {}
         with torch.no_grad(), torch.cuda.stream(self.stream):
-            for length in self.lengths:  # warm-up outside capture (allocations, autotuning)
-                for _ in range(2):
+            for length in self.lengths:  # warm-up outside capture (lazy library set-up,
+                for _ in range(self.warmup_runs):  # kernel loads, the allocator's blocks)
                     out = self.program(*self.at_length(self.static_in, length))
                 outs = out if isinstance(out, (tuple, list)) else (out,)
                 shapes[length] = [tuple(o.shape) for o in outs]
