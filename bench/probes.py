@@ -14,10 +14,19 @@ def run_sections(description: str, default_out: str, sections) -> dict:
     report, also written to --out (default `default_out`)."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument('--out', default=default_out)
+    parser.add_argument('--only', default='',
+                        help='comma-separated section names to run (default: all)')
     args = parser.parse_args()
+    only = [n for n in args.only.split(',') if n]
+    unknown = sorted(set(only) - {name for name, _ in sections})
+    if unknown:
+        parser.error(f'--only: no section {unknown} (sections: '
+                     f'{", ".join(name for name, _ in sections)})')
     torch.manual_seed(0)
     report = {'gpu': torch.cuda.get_device_name(), 'torch': torch.__version__}
     for name, fn in sections:
+        if only and name not in only:
+            continue
         print(f'[{name}]', flush=True)
         try:
             report[name] = fn()

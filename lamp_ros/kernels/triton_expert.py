@@ -294,10 +294,12 @@ def _mqa_kernel(q_ptr, kp_ptr, vp_ptr, cos_ptr, sin_ptr, mask_ptr, m_ptr, l_ptr,
             key_ok = keys < stop
             k_at = kp_ptr + b * stride_kp_b + keys[:, None] * stride_kp_t + d[None, :]
             v_at = vp_ptr + b * stride_vp_b + keys[:, None] * stride_vp_t + d[None, :]
-            k1 = tl.load(k_at, mask=key_ok[:, None], other=0.0)
-            k2 = tl.load(k_at + HALF, mask=key_ok[:, None], other=0.0)
-            v1 = tl.load(v_at, mask=key_ok[:, None], other=0.0)
-            v2 = tl.load(v_at + HALF, mask=key_ok[:, None], other=0.0)
+            # (.to: prefix K/V stored narrower than q, e.g. FP8 in attention_probe.py's
+            # 'expert_attention_keys', widen in registers; a no-op at q's own dtype)
+            k1 = tl.load(k_at, mask=key_ok[:, None], other=0.0).to(dtype)
+            k2 = tl.load(k_at + HALF, mask=key_ok[:, None], other=0.0).to(dtype)
+            v1 = tl.load(v_at, mask=key_ok[:, None], other=0.0).to(dtype)
+            v2 = tl.load(v_at + HALF, mask=key_ok[:, None], other=0.0).to(dtype)
             keep = tl.load(mask_row + keys[None, :], mask=r_ok[:, None] & key_ok[None, :],
                            other=0)
             m_i, l_i, acc1, acc2 = _attend_block(q1, q2, k1, k2, v1, v2, keep, key_ok, m_i,

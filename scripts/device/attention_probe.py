@@ -18,10 +18,13 @@ FlashAttention takes as `seqused_k` (a device tensor: no new shapes, CUDA-graph 
   attention merge    (measured at commit df1c9cd, then reverted) lamp::mqa_attention's key
                      slices merged by the last slice of each row block to finish, its loads
                      unrolled over the split count, instead of by `_mqa_combine_kernel`
+  expert attention   (expert_attention_keys) the same kernel at 64-1664 prefix keys, and on
+    keys            the prefix K/V stored as FP8 widened in registers: what the bytes each
+                     program takes in cost
   vision add + norm  the residual add then LayerNorm (today) against the LayerNorm alone: what a
                      fused add + LayerNorm kernel could save at most
 
-    python3 scripts/device/attention_probe.py [--out FILE.json]
+    python3 scripts/device/attention_probe.py [--out FILE.json] [--only SECTION,...]
 
 Measured on the H200 (2026-12-01, bench/results/attention_probe_h200.json), nothing taken:
 prefix attention 33.7 us today, FA2 32.0, cuDNN SDPA 30.0 and flash SDPA 40.8 on the valid keys
@@ -162,6 +165,34 @@ def expert_attention():
     return out
 
 
+def expert_attention_keys():
+    """How the expert attention's time grows with the prefix keys each program reads, and the
+    same kernel on the prefix K/V stored as FP8 (e4m3, one scale of 1: the values are N(0, 1);
+    a real form would keep a scale per key row), widened in registers: whether the bytes a
+    program takes in are what its ~12 us are spent on. 18 layers of distinct K/V, all keys
+    valid, the H200's tiles and 128 keys a split."""
+    b, n, out = 1, HORIZON, {}
+    angle = torch.randn(b, n, D // 2, device=DEV)
+    cos, sin = angle.cos(), angle.sin()
+    scale = D ** -0.5
+    fp8 = torch.float8_e4m3fn
+    for T in (64, 416, 832, 1664):
+        qkv = [torch.randn(b, n, (HEADS + 2) * D, dtype=BF, device=DEV) for _ in range(LAYERS)]
+        kv = [torch.randn(2, b, T, 1, D, dtype=BF, device=DEV) for _ in range(LAYERS)]
+        kv8 = [(k.to(fp8), v.to(fp8)) for k, v in kv]
+        mask = torch.ones(b, n, T + n, dtype=torch.bool, device=DEV)
+        want = ops.mqa_attention_reference(qkv[0], *kv8[0], cos, sin, mask, HEADS, scale)
+        for tiles in ([16, 64, 256, 4, 2], [16, 64, 128, 4, 1], [16, 64, 128, 4, 2]):
+            for name, pairs in (('bf16', kv), ('fp8', kv8)):
+                def call(pairs=pairs, tiles=tiles):
+                    return [ops.mqa_attention(qkv[i], *pairs[i], cos, sin, mask, HEADS, scale,
+                                              tiles) for i in range(LAYERS)]
+                # the error is against the FP8 values widened: what the kernel was given
+                out[f'T={T} {name} tiles={tiles}'] = timed(
+                    f'T={T} {name} {tiles}', call, want, per=LAYERS, section='keys')
+    return out
+
+
 def vision_add_norm():
     x, y = torch.randn(2, 3, 256, 1152, dtype=BF, device=DEV)
     w, bias = torch.randn(2, 1152, dtype=BF, device=DEV)
@@ -175,6 +206,7 @@ def main():
     run_sections(__doc__.splitlines()[0], 'attention_probe.json',
                  (('prefix_attention', prefix_attention),
                   ('expert_attention', expert_attention),
+                  ('expert_attention_keys', expert_attention_keys),
                   ('vision_add_norm', vision_add_norm)))
 
 

@@ -236,3 +236,19 @@ def test_letterbox_kernel_makes_opencv_linear_exact_bytes():
         want = (resize_with_pad(images[slot], size, size, 'linear_exact') if slot in images
                 else np.zeros((size, size, 3), np.uint8))
         np.testing.assert_array_equal(got[0, i].numpy(), want, err_msg=slot)
+
+
+def test_expert_attention_widens_prefix_keys_stored_narrower():
+    """The prefix K/V may come in a narrower dtype than q (FP8 in attention_probe.py's key
+    probe): the kernel widens each block in registers, so it computes the reference's numbers
+    on the widened values. (q in float32: Triton's interpreter does not run this kernel's
+    bfloat16 form; the probe checks that one on the GPU.)"""
+    torch.manual_seed(0)
+    b, n, heads, d, prefix = 2, 7, 4, 32, 37
+    qkv = torch.randn(b, n, (heads + 2) * d)
+    k_prefix, v_prefix = torch.randn(2, b, prefix, 1, d).to(torch.float8_e4m3fn)
+    angle = torch.randn(b, n, d // 2)
+    mask = torch.rand(b, n, prefix + n) > 0.3
+    args = (qkv, k_prefix, v_prefix, angle.cos(), angle.sin(), mask, heads, d ** -0.5)
+    torch.testing.assert_close(triton_expert.mqa_attention(*args, [16, 16, 16, 4, 1]),
+                               ops.mqa_attention_reference(*args), atol=3e-5, rtol=0)
