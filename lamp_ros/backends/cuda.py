@@ -5,12 +5,14 @@ switched onto lamp_ros's own kernels where the graph passes put them in a form t
 (kernels/lowering.py: fused RMSNorm, RoPE, GeGLU, residual adds in GEMM epilogues, and each
 part of an expert layer on a fused kernel or its library form, whichever this GPU ran faster,
 the choices recorded as `tiles`), are
-captured with torch.export and saved as a PT2 archive (graph JSON + raw weight bytes; the example
-inputs are dropped so the archive holds no pickled objects). It must be built on a CUDA
+captured with torch.export and saved as a PT2 archive (graph JSON + raw weight bytes of the
+tensors the lowering made; the example inputs are dropped so the archive holds no pickled
+objects). It must be built on a CUDA
 machine: export records the device.
 Run side (needs torch with CUDA on the robot; CPU artifacts never load this module): load the
 program (after importing kernels/ops.py, which registers the `lamp::` operators it names), bind
-the weights from weights/<node>.safetensors (the checksummed canonical copy),
+the weights the build left out of it from weights/<node>.safetensors (the checksummed canonical
+copy; program_weights.py),
 allocate static input buffers once, warm up, and capture the group with its transfers in it:
 the inputs' copies from pinned host buffers, the program, the outputs' copies to pinned host
 buffers. A run fills the pinned inputs (numpy, on the CPU), replays, waits once, and reads the
@@ -29,7 +31,8 @@ import os
 
 import numpy as np
 
-from lamp_ros.backends import graph_phases, text_lengths
+from lamp_ros.artifact.manifest import ArtifactError
+from lamp_ros.backends import graph_phases, program_weights, text_lengths
 from lamp_ros.backends.base import BackendUnavailable, GroupBuild
 from lamp_ros.backends.group_module import group_module
 from lamp_ros.backends.program_load import load_program
@@ -90,6 +93,10 @@ def compile(ctx) -> GroupBuild:
         text_lengths.refuse_length_dependent_outputs(ctx.group.name,
                                                      dict(zip(ctx.group.outputs, shapes)))
     program._example_inputs = None  # keep the archive free of pickled objects
+    canonical = program_weights.strip(
+        program, {n: ctx.modules[n].state_dict() for n in ctx.group.nodes})
+    ctx.say(f'{ctx.group.name}: {sum(map(len, canonical.values()))} of '
+            f'{len(program.state_dict)} program tensors read from weights/*.safetensors at load')
     streams = _stream_schedule(ctx.group, program)
     rel = f'groups/{ctx.group.name}/program.pt2'
     os.makedirs(os.path.join(ctx.root, os.path.dirname(rel)), exist_ok=True)
@@ -102,7 +109,8 @@ def compile(ctx) -> GroupBuild:
                                               'torch': torch.__version__, 'kernels': kernels,
                                               'tiles': tiles, 'streams': streams,
                                               'text': axis.to_dict() if axis else None,
-                                              'cublaslt': _stored_algorithms(modules)})
+                                              'cublaslt': _stored_algorithms(modules),
+                                              'canonical_weights': canonical})
 
 
 def _frame_inputs(graph, group) -> tuple:
@@ -349,16 +357,19 @@ class CudaGraphRunner:
             self.rest_graphs[self.last_text_length],)
 
     def _bind_weights(self, group, root, device):
+        """The program tensors the build left out of the archive (program_weights.py), from
+        weights/<node>.safetensors; an archive built before that holds them all."""
         from safetensors.torch import load_file
-        torch = self.torch
-        state = self.module.state_dict()
-        for node_id in group.nodes:
-            tensors = load_file(os.path.join(root, 'weights', f'{node_id}.safetensors'))
-            for name, tensor in tensors.items():
-                key = f'stages.{node_id}.{name}'
-                if key in state:
-                    with torch.no_grad():
-                        state[key].copy_(tensor.to(device, state[key].dtype))
+        stripped = group.build.get('canonical_weights') or {}
+        unknown = sorted(set(stripped) - set(group.nodes))
+        if unknown:
+            raise ArtifactError(f'group {group.name}: canonical weights of {unknown}, which '
+                                'are not its stages')
+        try:
+            program_weights.bind(self.module, stripped, lambda node: load_file(
+                os.path.join(root, 'weights', f'{node}.safetensors')), device)
+        except program_weights.WeightsError as exc:
+            raise ArtifactError(f'group {group.name}: {exc}') from exc
 
     def start(self, feeds: dict) -> None:
         """Fill the first stage's inputs and launch its graph; returns at once. With one graph
