@@ -52,7 +52,7 @@ def main() -> None:
         stats.sort_stats('cumulative').print_stats(60)
         stats.sort_stats('tottime').print_stats(60)
         with open(os.path.join(args.out, f'load_{i}.txt'), 'w', encoding='utf-8') as f:
-            f.write(text.getvalue())
+            f.write(text.getvalue().replace(os.getcwd() + os.sep, ''))  # repo-relative paths
         print(f'load {i}: {times[-1]} s (profiled)', flush=True)
     result = {'artifact': args.artifact, 'profiled_load_s': times}
     if args.ab:
