@@ -1,5 +1,10 @@
 """manifest.json: schema version, identity, target, ABI and every file with its sha256.
 
+A file of more than PIECE_BYTES has a sha256 per piece of that size instead of one for the whole
+file (schema 2): one digest is a sequential computation, so a 4.8 GB safetensors file took 4 s
+of every load and of every build's manifests on one core, while its pieces are checked on all
+of them. Schema 1 manifests (one sha256 per file) are still read.
+
 The artifact id is the sha256 of the canonical manifest (without the id itself), so it changes
 exactly when a file, the target, the ABI or the tool versions change. Files whose content is
 expected to differ between two identical builds (build timings, a saved runtime profile) are
@@ -13,16 +18,31 @@ import hashlib
 import json
 import os
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+READABLE_SCHEMAS = (1, 2)  # 1: one sha256 per file
+PIECE_BYTES = 256 << 20
 MANIFEST = 'manifest.json'
 VOLATILE = ('evidence/build.json', 'evidence/profile.json')
 
 
 def sha256_file(path: str) -> str:
+    return _sha256_range(path, 0, None)
+
+
+def _sha256_range(path: str, offset: int, length: int | None) -> str:
+    """sha256 of `length` bytes from `offset` (None: to the end). A file shorter than asked
+    gives the digest of what is there, which then does not match."""
     digest = hashlib.sha256()
     with open(path, 'rb') as f:
-        for block in iter(lambda: f.read(1 << 20), b''):
+        f.seek(offset)
+        left = length
+        while left is None or left > 0:
+            block = f.read(1 << 20 if left is None else min(1 << 20, left))
+            if not block:
+                break
             digest.update(block)
+            if left is not None:
+                left -= len(block)
     return digest.hexdigest()
 
 
@@ -32,12 +52,39 @@ def hash_threads() -> int:
     return min(8, os.cpu_count() or 1)
 
 
-def sha256_files(root: str, paths) -> dict:
-    """rel path -> sha256, the files hashed on `hash_threads()` threads."""
-    paths = list(paths)
+def _pieces(size: int, piece_bytes: int | None) -> list:
+    """[(offset, length)] of a file's pieces; one piece of the whole file (length None)."""
+    if not piece_bytes:
+        return [(0, None)]
+    return [(o, min(piece_bytes, size - o)) for o in range(0, size, piece_bytes)] or [(0, 0)]
+
+
+def sha256_pieces(root: str, layout: dict) -> dict:
+    """{rel path: piece bytes or None (the whole file)} -> {rel path: [sha256 of each piece]},
+    every piece of every file hashed on `hash_threads()` threads (reads and hashlib release
+    the GIL)."""
+    jobs = [(rel, offset, length) for rel, piece_bytes in layout.items()
+            for offset, length in _pieces(os.path.getsize(os.path.join(root, rel)),
+                                          piece_bytes)]
     with ThreadPoolExecutor(max_workers=hash_threads()) as pool:
-        digests = pool.map(sha256_file, [os.path.join(root, p) for p in paths])
-        return dict(zip(paths, digests))
+        digests = pool.map(lambda job: _sha256_range(os.path.join(root, job[0]), *job[1:]),
+                           jobs)
+        out = {rel: [] for rel in layout}
+        for (rel, _, _), digest in zip(jobs, digests):
+            out[rel].append(digest)
+        return out
+
+
+def content_digest(entry: dict) -> str:
+    """One string per file content from its manifest entry (the whole file's sha256, or one
+    over its pieces' digests): between entries of the same layout, equal exactly when the
+    content is. A file hashed whole and one hashed in pieces give different strings, so a diff
+    against an artifact from before the pieces (schema 1) lists its large files as changed, and
+    the weights diff then compares their tensors."""
+    if 'sha256' in entry:
+        return entry['sha256']
+    text = f'{entry["piece_bytes"]}:' + ','.join(entry['sha256_pieces'])
+    return 'pieces:' + hashlib.sha256(text.encode()).hexdigest()
 
 
 def list_files(root: str) -> list:
@@ -52,8 +99,11 @@ def list_files(root: str) -> list:
 
 
 def _entries(root: str, paths) -> dict:
-    digests = sha256_files(root, paths)
-    return {p: {'size': os.path.getsize(os.path.join(root, p)), 'sha256': digests[p]}
+    sizes = {p: os.path.getsize(os.path.join(root, p)) for p in paths}
+    layout = {p: PIECE_BYTES if sizes[p] > PIECE_BYTES else None for p in paths}
+    digests = sha256_pieces(root, layout)
+    return {p: {'size': sizes[p], 'sha256': digests[p][0]} if layout[p] is None else
+            {'size': sizes[p], 'piece_bytes': PIECE_BYTES, 'sha256_pieces': digests[p]}
             for p in paths}
 
 
@@ -96,9 +146,10 @@ def read_manifest(root: str) -> dict:
     for key in ('schema_version', 'artifact_id', 'target', 'abi', 'files'):
         if key not in manifest:
             raise ArtifactError(f'{MANIFEST}: missing field {key!r}')
-    if manifest['schema_version'] != SCHEMA_VERSION:
+    if manifest['schema_version'] not in READABLE_SCHEMAS:
         raise ArtifactError(f'{MANIFEST}: schema_version {manifest["schema_version"]} is not '
-                            f'supported (this runtime reads {SCHEMA_VERSION})')
+                            f'supported (this runtime reads '
+                            f'{", ".join(map(str, READABLE_SCHEMAS))})')
     if artifact_id(manifest) != manifest['artifact_id']:
         raise ArtifactError(f'{MANIFEST}: artifact_id does not match its content (edited?)')
     return manifest
@@ -115,10 +166,25 @@ def verify_files(root: str, manifest: dict) -> None:
         if size != entry['size']:
             raise ArtifactError(f'{rel}: size {size} bytes, manifest says {entry["size"]} '
                                 '(truncated or replaced)')
-    digests = sha256_files(root, sorted(listed))
+    for rel, entry in listed.items():
+        if 'sha256' not in entry and not (isinstance(entry.get('piece_bytes'), int)
+                                          and entry['piece_bytes'] > 0
+                                          and isinstance(entry.get('sha256_pieces'), list)):
+            raise ArtifactError(f'{MANIFEST}: {rel} has neither a sha256 nor sha256_pieces '
+                                'with piece_bytes')
+    layout = {rel: None if 'sha256' in e else e['piece_bytes'] for rel, e in listed.items()}
+    digests = sha256_pieces(root, layout)
     for rel, entry in sorted(listed.items()):
-        if digests[rel] != entry['sha256']:
-            raise ArtifactError(f'{rel}: sha256 mismatch (file modified since the build)')
+        want = [entry['sha256']] if 'sha256' in entry else entry['sha256_pieces']
+        if len(want) != len(digests[rel]):
+            raise ArtifactError(f'{rel}: {len(digests[rel])} pieces of '
+                                f'{entry["piece_bytes"]} bytes, manifest lists {len(want)}')
+        for i, (got, expected) in enumerate(zip(digests[rel], want)):
+            if got != expected:
+                where = '' if layout[rel] is None else \
+                    f' in bytes {i * layout[rel]}-{min((i + 1) * layout[rel], entry["size"])}'
+                raise ArtifactError(f'{rel}: sha256 mismatch{where} (file modified since the '
+                                    'build)')
     extra = sorted(set(list_files(root)) - set(listed))
     if extra:
         raise ArtifactError(f'{extra[0]}: not listed in the manifest ({len(extra)} unlisted)')

@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from lamp_ros.artifact.load import open_artifact
+from lamp_ros.artifact.manifest import content_digest
 from lamp_ros.backends.text_lengths import captured_lengths
 from lamp_ros.whitebox.inspect import PARITY, PROFILE, read_evidence
 
@@ -77,7 +78,7 @@ def diff_graph(ga, gb) -> dict:
 # ---- weights ---------------------------------------------------------------------------------
 
 def _weight_files(manifest: dict) -> dict:
-    return {rel: e['sha256'] for rel, e in manifest['files'].items()
+    return {rel: content_digest(e) for rel, e in manifest['files'].items()
             if rel.startswith('weights/') and rel.endswith('.safetensors')}
 
 
@@ -251,8 +252,8 @@ def diff_profile(ra: str, rb: str) -> dict:
 # ---- the whole diff --------------------------------------------------------------------------
 
 def _files(ma: dict, mb: dict) -> dict:
-    fa = {k: v['sha256'] for k, v in ma['files'].items()}
-    fb = {k: v['sha256'] for k, v in mb['files'].items()}
+    fa = {k: content_digest(v) for k, v in ma['files'].items()}
+    fb = {k: content_digest(v) for k, v in mb['files'].items()}
     out = {'added': sorted(set(fb) - set(fa)), 'removed': sorted(set(fa) - set(fb)),
            'changed': sorted(k for k in set(fa) & set(fb) if fa[k] != fb[k])}
     return {k: v for k, v in out.items() if v}

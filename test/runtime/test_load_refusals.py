@@ -8,6 +8,7 @@ import sys
 
 import pytest
 
+from lamp_ros.artifact import manifest as manifest_module
 from lamp_ros.artifact.manifest import ArtifactError, write_manifest
 from lamp_ros.graph.graph import Graph
 from lamp_ros.runtime import Runtime
@@ -71,10 +72,59 @@ def test_truncated_tensorrt_engine(copy):
 def test_other_schema_version(copy):
     path = os.path.join(copy, 'manifest.json')
     m = json.load(open(path))
-    m['schema_version'] = 2
+    m['schema_version'] = 3
     json.dump(m, open(path, 'w'))
-    with pytest.raises(ArtifactError, match='schema_version 2 is not supported'):
+    with pytest.raises(ArtifactError, match=r'schema_version 3 is not supported \(this runtime '
+                                            r'reads 1, 2\)'):
         Runtime.load(copy)
+
+
+def test_large_files_are_checked_piece_by_piece(copy, monkeypatch):
+    """A file over PIECE_BYTES has a sha256 per piece (checked on all cores); a changed byte is
+    refused with the piece it is in."""
+    monkeypatch.setattr(manifest_module, 'PIECE_BYTES', 4096)
+    _rewrite_manifest(copy)
+    m = json.load(open(os.path.join(copy, 'manifest.json')))
+    rel = 'weights/vision.safetensors'
+    entry = m['files'][rel]
+    assert m['schema_version'] == 2 and 'sha256' not in entry and entry['piece_bytes'] == 4096
+    assert len(entry['sha256_pieces']) == -(-entry['size'] // 4096) > 2
+    small = [e for e in m['files'].values() if e['size'] <= 4096]
+    assert small and all('sha256' in e for e in small)
+    Runtime.load(copy).close()
+    path = os.path.join(copy, rel)
+    data = bytearray(open(path, 'rb').read())
+    data[4096 + 17] ^= 0xFF
+    open(path, 'wb').write(bytes(data))
+    with pytest.raises(ArtifactError, match=f'{rel}: sha256 mismatch in bytes 4096-8192'):
+        Runtime.load(copy)
+
+
+def test_schema_1_manifests_still_load(copy, monkeypatch):
+    """An artifact from before the pieces (one sha256 per file, schema 1) is still read, and
+    its checksums still bite."""
+    path = os.path.join(copy, 'manifest.json')
+    m = json.load(open(path))
+    for entry in m['files'].values():
+        assert 'sha256' in entry  # the tiny artifact has no file over PIECE_BYTES
+    m['schema_version'] = 1
+    m['artifact_id'] = manifest_module.artifact_id(m)
+    json.dump(m, open(path, 'w'))
+    Runtime.load(copy).close()
+    weights = os.path.join(copy, 'weights', 'vision.safetensors')
+    data = bytearray(open(weights, 'rb').read())
+    data[-10] ^= 0xFF
+    open(weights, 'wb').write(bytes(data))
+    with pytest.raises(ArtifactError, match=r'vision.safetensors: sha256 mismatch \(file'):
+        Runtime.load(copy)
+
+
+def test_content_digest_names_content_under_either_layout():
+    whole = {'size': 10, 'sha256': 'ab' * 32}
+    pieces = {'size': 10, 'piece_bytes': 4, 'sha256_pieces': ['a' * 64, 'b' * 64, 'c' * 64]}
+    assert manifest_module.content_digest(whole) == 'ab' * 32
+    assert manifest_module.content_digest(pieces) == manifest_module.content_digest(
+        dict(pieces)) != manifest_module.content_digest({**pieces, 'piece_bytes': 5})
 
 
 def test_edited_manifest(copy):
