@@ -232,8 +232,10 @@ class CudaGraphRunner:
     (bench/results/h200_stage_streams/)."""
 
     warmup_runs = 1  # uncaptured runs of the program per prompt length before the capture:
-    # one does every lazy set-up (a capture that met one would fail, not run wrong); each run
-    # of pi05_full's program through the stream interpreter costs ~1 s of a robot's configure
+    # one does the lazy set-ups (libraries' handles, kernel loads, the allocator's blocks),
+    # which torch's capture (its 'global' error mode) refuses rather than records; each run of
+    # pi05_full's program through the stream interpreter costs ~1 s of a robot's configure.
+    # Two before 2026-12-02; one passed the tiny and full builds' parity on the H200 since.
 
     def __init__(self, group, root: str, device: str, side_stages=None,
                  side_priority: int = -1, first_stage_inputs=None):
