@@ -29,16 +29,20 @@ def _rewrite_manifest(root, **changes):
     write_manifest(root, m['target'], m['abi'], m['created_by'], m['name'])
 
 
+def _flip_byte(path, offset):
+    """Corrupt one byte of a file in place (offset may count from the end)."""
+    data = bytearray(open(path, 'rb').read())
+    data[offset] ^= 0xFF
+    open(path, 'wb').write(bytes(data))
+
+
 def test_loads_and_steps(tiny_artifact):
     runtime = Runtime.load(tiny_artifact)
     assert runtime.device == 'cpu' and runtime.joint_names[-1] == 'gripper'
 
 
 def test_tampered_weight_file(copy):
-    path = os.path.join(copy, 'weights', 'vision.safetensors')
-    data = bytearray(open(path, 'rb').read())
-    data[-10] ^= 0xFF
-    open(path, 'wb').write(bytes(data))
+    _flip_byte(os.path.join(copy, 'weights', 'vision.safetensors'), -10)
     with pytest.raises(ArtifactError, match=r'weights/vision.safetensors: sha256 mismatch'):
         Runtime.load(copy)
 
@@ -92,10 +96,7 @@ def test_large_files_are_checked_piece_by_piece(copy, monkeypatch):
     small = [e for e in m['files'].values() if e['size'] <= 4096]
     assert small and all('sha256' in e for e in small)
     Runtime.load(copy).close()
-    path = os.path.join(copy, rel)
-    data = bytearray(open(path, 'rb').read())
-    data[4096 + 17] ^= 0xFF
-    open(path, 'wb').write(bytes(data))
+    _flip_byte(os.path.join(copy, rel), 4096 + 17)
     with pytest.raises(ArtifactError, match=f'{rel}: sha256 mismatch in bytes 4096-8192'):
         Runtime.load(copy)
 
@@ -111,10 +112,7 @@ def test_schema_1_manifests_still_load(copy, monkeypatch):
     m['artifact_id'] = manifest_module.artifact_id(m)
     json.dump(m, open(path, 'w'))
     Runtime.load(copy).close()
-    weights = os.path.join(copy, 'weights', 'vision.safetensors')
-    data = bytearray(open(weights, 'rb').read())
-    data[-10] ^= 0xFF
-    open(weights, 'wb').write(bytes(data))
+    _flip_byte(os.path.join(copy, 'weights', 'vision.safetensors'), -10)
     with pytest.raises(ArtifactError, match=r'vision.safetensors: sha256 mismatch \(file'):
         Runtime.load(copy)
 
