@@ -361,15 +361,13 @@ class CudaGraphRunner:
     def _bind_weights(self, group, root, device):
         """The program tensors the build left out of the archive (program_weights.py), from
         weights/<node>.safetensors; an archive built before that holds them all."""
-        from safetensors.torch import load_file
         stripped = group.build.get('canonical_weights') or {}
         unknown = sorted(set(stripped) - set(group.nodes))
         if unknown:
             raise ArtifactError(f'group {group.name}: canonical weights of {unknown}, which '
                                 'are not its stages')
         try:
-            program_weights.bind(self.module, stripped, lambda node: load_file(
-                os.path.join(root, 'weights', f'{node}.safetensors')), device)
+            program_weights.bind(self.module, stripped, os.path.join(root, 'weights'), device)
         except program_weights.WeightsError as exc:
             raise ArtifactError(f'group {group.name}: {exc}') from exc
 

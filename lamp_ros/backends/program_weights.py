@@ -21,6 +21,10 @@ hold, or holds in another shape, is refused with the reason; a program with a pl
 would not run at all (torch refuses meta tensors beside real ones), never run on made-up values.
 """
 
+import os
+
+from safetensors import safe_open
+
 STAGE_PREFIX = 'stages.'  # group_module's ModuleDict: state keys 'stages.<node>.<name>'
 
 
@@ -50,35 +54,39 @@ class WeightsError(ValueError):
     """A stripped program tensor has no matching tensor in its stage's safetensors file."""
 
 
-def bind(module, stripped: dict, read_node, device) -> int:
+def bind(module, stripped: dict, weights_dir: str, device) -> int:
     """Give every stripped name of `module` (the loaded program's GraphModule) its canonical
-    tensor: read_node(node) -> {name: tensor} (the node's safetensors). -> tensors bound."""
+    tensor from weights_dir/<node>.safetensors, one tensor at a time: each is read (safetensors
+    maps the file), cast, moved to `device` and assigned before the next, so the host holds one
+    tensor at once, not a stage's (pi05_full's prefix: 4.8 GB). -> tensors bound."""
     import torch
     state = module.state_dict(keep_vars=True)
     bound = 0
     for node, names in stripped.items():
-        tensors = read_node(node)
-        for name in names:
-            key = f'{STAGE_PREFIX}{node}.{name}'
-            if key not in state:
-                raise WeightsError(f'{key}: listed as a canonical weight of the program, but '
-                                   'the program has no such tensor')
-            if name not in tensors:
-                raise WeightsError(f'weights/{node}.safetensors: no tensor {name!r}, which the '
-                                   'program reads from it')
-            current, value = state[key], tensors[name]
-            if tuple(value.shape) != tuple(current.shape):
-                raise WeightsError(f'weights/{node}.safetensors: {name} has shape '
-                                   f'{tuple(value.shape)}, the program needs '
-                                   f'{tuple(current.shape)}')
-            owner_path, _, leaf = key.rpartition('.')
-            owner = module.get_submodule(owner_path)
-            value = value.to(device=device, dtype=current.dtype)
-            if leaf in owner._parameters:
-                owner._parameters[leaf] = torch.nn.Parameter(value, requires_grad=False)
-            elif leaf in owner._buffers:
-                owner._buffers[leaf] = value
-            else:
-                raise WeightsError(f'{key}: neither a parameter nor a buffer of the program')
-            bound += 1
+        rel = f'weights/{node}.safetensors'
+        with safe_open(os.path.join(weights_dir, f'{node}.safetensors'), framework='pt') as f:
+            present = set(f.keys())
+            for name in names:
+                key = f'{STAGE_PREFIX}{node}.{name}'
+                if key not in state:
+                    raise WeightsError(f'{key}: listed as a canonical weight of the program, '
+                                       'but the program has no such tensor')
+                if name not in present:
+                    raise WeightsError(f'{rel}: no tensor {name!r}, which the program reads '
+                                       'from it')
+                current, shape = state[key], tuple(f.get_slice(name).get_shape())
+                if shape != tuple(current.shape):
+                    raise WeightsError(f'{rel}: {name} has shape {shape}, the program needs '
+                                       f'{tuple(current.shape)}')
+                owner_path, _, leaf = key.rpartition('.')
+                owner = module.get_submodule(owner_path)
+                value = f.get_tensor(name).to(device=device, dtype=current.dtype)
+                if leaf in owner._parameters:
+                    owner._parameters[leaf] = torch.nn.Parameter(value, requires_grad=False)
+                elif leaf in owner._buffers:
+                    owner._buffers[leaf] = value
+                else:
+                    raise WeightsError(f'{key}: neither a parameter nor a buffer of the '
+                                       'program')
+                bound += 1
     return bound

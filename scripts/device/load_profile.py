@@ -11,11 +11,14 @@ ones show what every load pays), each under its own profile, and writes load_N.t
 heaviest functions by cumulative and by own time) and load_N.prof (pstats, for snakeviz or
 pstats) under --out, with load_times.json.
 
---ab then times unprofiled loads in the order given, each in one of two forms: 'now' (the
-code as it is) and 'before' (what the runner did before the changes of 2026-12-03: torch's
-plain `torch.export.load`, two warm-up runs per prompt-length graph), and adds the wall
-times per form to load_times.json; the first load of a process pays for CUDA's start, so a
-profiled load (--loads 1) before them keeps that out of the comparison.
+--ab then times unprofiled loads in the order given, each in one of three forms: 'now' (the
+code as it is), 'before' (what the runner did before the changes of 2026-12-02's seventh
+session: torch's plain `torch.export.load`, two warm-up runs per prompt-length graph) and
+'whole_files' (the weights bound after reading each stage's whole safetensors file into host
+memory, as the runner did before it bound them one tensor at a time), and adds the wall times
+per form and the process's peak resident memory after each load to load_times.json. The first
+load of a process pays for CUDA's start, so a profiled load (--loads 1) before them keeps that
+out of the comparison; peak memory only grows, so compare forms in processes of their own.
 """
 
 import argparse
@@ -24,6 +27,7 @@ import io
 import json
 import os
 import pstats
+import resource
 import time
 
 
@@ -66,25 +70,56 @@ def timed_forms(artifact: str, forms) -> dict:
     import torch
     from lamp_ros.backends import cuda
     from lamp_ros.runtime import Runtime
-    runs = {}
+    from lamp_ros.backends import program_weights
+    runs, peaks = {}, {}
     for form in forms:
-        if form not in ('now', 'before'):
-            raise SystemExit(f"--ab: unknown form {form!r} (now, before)")
+        if form not in ('now', 'before', 'whole_files'):
+            raise SystemExit(f"--ab: unknown form {form!r} (now, before, whole_files)")
         loader, warmups = cuda.load_program, cuda.CudaGraphRunner.warmup_runs
+        opener = program_weights.safe_open
         if form == 'before':
             cuda.load_program, cuda.CudaGraphRunner.warmup_runs = torch.export.load, 2
+        if form == 'whole_files':
+            program_weights.safe_open = WholeFile
         try:
             start = time.perf_counter()
             runtime = Runtime.load(artifact)
             seconds = round(time.perf_counter() - start, 2)
         finally:
             cuda.load_program, cuda.CudaGraphRunner.warmup_runs = loader, warmups
+            program_weights.safe_open = opener
         runtime.close()
         del runtime
         torch.cuda.empty_cache()
         runs.setdefault(form, []).append(seconds)
-        print(f'load ({form}): {seconds} s', flush=True)
-    return runs
+        peak_gb = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6, 2)  # KiB
+        peaks.setdefault(form, []).append(peak_gb)
+        print(f'load ({form}): {seconds} s, process peak resident {peak_gb} GB', flush=True)
+    return {'seconds': runs, 'peak_resident_gb': peaks}
+
+
+class WholeFile:
+    """safe_open's interface over a safetensors file read whole into host memory first."""
+
+    def __init__(self, path, framework='pt', device='cpu'):
+        from safetensors.torch import load_file
+        self.tensors = load_file(path, device=device)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.tensors = None
+
+    def keys(self):
+        return list(self.tensors)
+
+    def get_tensor(self, name):
+        return self.tensors[name]
+
+    def get_slice(self, name):
+        tensor = self.tensors[name]
+        return type('Slice', (), {'get_shape': lambda self: list(tensor.shape)})()
 
 
 if __name__ == '__main__':
