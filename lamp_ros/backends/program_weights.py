@@ -23,7 +23,7 @@ would not run at all (torch refuses meta tensors beside real ones), never run on
 
 import os
 
-from safetensors import safe_open
+from safetensors.torch import load_file
 
 STAGE_PREFIX = 'stages.'  # group_module's ModuleDict: state keys 'stages.<node>.<name>'
 
@@ -56,37 +56,39 @@ class WeightsError(ValueError):
 
 def bind(module, stripped: dict, weights_dir: str, device) -> int:
     """Give every stripped name of `module` (the loaded program's GraphModule) its canonical
-    tensor from weights_dir/<node>.safetensors, one tensor at a time: each is read (safetensors
-    maps the file), cast, moved to `device` and assigned before the next, so the host holds one
-    tensor at once, not a stage's (pi05_full's prefix: 4.8 GB). -> tensors bound."""
+    tensor from weights_dir/<node>.safetensors, cast to the program's dtype, on `device`.
+    -> tensors bound.
+
+    Each stage's file is read whole, then its tensors moved one by one, so the host holds one
+    stage at a time (pi05_full's prefix: 4.8 GB). Reading a tensor at a time through safe_open
+    held ~1.1 GB less at the process's peak on the H200 machine, but loaded 1.3 s slower
+    (second loads of a process, two processes each way; bench/results/h200_weights_once/
+    load_rss.txt): a robot's configure time was the aim, so the files are read whole."""
     import torch
     state = module.state_dict(keep_vars=True)
     bound = 0
     for node, names in stripped.items():
         rel = f'weights/{node}.safetensors'
-        with safe_open(os.path.join(weights_dir, f'{node}.safetensors'), framework='pt') as f:
-            present = set(f.keys())
-            for name in names:
-                key = f'{STAGE_PREFIX}{node}.{name}'
-                if key not in state:
-                    raise WeightsError(f'{key}: listed as a canonical weight of the program, '
-                                       'but the program has no such tensor')
-                if name not in present:
-                    raise WeightsError(f'{rel}: no tensor {name!r}, which the program reads '
-                                       'from it')
-                current, shape = state[key], tuple(f.get_slice(name).get_shape())
-                if shape != tuple(current.shape):
-                    raise WeightsError(f'{rel}: {name} has shape {shape}, the program needs '
-                                       f'{tuple(current.shape)}')
-                owner_path, _, leaf = key.rpartition('.')
-                owner = module.get_submodule(owner_path)
-                value = f.get_tensor(name).to(device=device, dtype=current.dtype)
-                if leaf in owner._parameters:
-                    owner._parameters[leaf] = torch.nn.Parameter(value, requires_grad=False)
-                elif leaf in owner._buffers:
-                    owner._buffers[leaf] = value
-                else:
-                    raise WeightsError(f'{key}: neither a parameter nor a buffer of the '
-                                       'program')
-                bound += 1
+        tensors = load_file(os.path.join(weights_dir, f'{node}.safetensors'))
+        for name in names:
+            key = f'{STAGE_PREFIX}{node}.{name}'
+            if key not in state:
+                raise WeightsError(f'{key}: listed as a canonical weight of the program, but '
+                                   'the program has no such tensor')
+            if name not in tensors:
+                raise WeightsError(f'{rel}: no tensor {name!r}, which the program reads from it')
+            current, value = state[key], tensors.pop(name)
+            if tuple(value.shape) != tuple(current.shape):
+                raise WeightsError(f'{rel}: {name} has shape {tuple(value.shape)}, the program '
+                                   f'needs {tuple(current.shape)}')
+            owner_path, _, leaf = key.rpartition('.')
+            owner = module.get_submodule(owner_path)
+            value = value.to(device=device, dtype=current.dtype)
+            if leaf in owner._parameters:
+                owner._parameters[leaf] = torch.nn.Parameter(value, requires_grad=False)
+            elif leaf in owner._buffers:
+                owner._buffers[leaf] = value
+            else:
+                raise WeightsError(f'{key}: neither a parameter nor a buffer of the program')
+            bound += 1
     return bound

@@ -14,11 +14,11 @@ pstats) under --out, with load_times.json.
 --ab then times unprofiled loads in the order given, each in one of three forms: 'now' (the
 code as it is), 'before' (what the runner did before the changes of 2026-12-02's seventh
 session: torch's plain `torch.export.load`, two warm-up runs per prompt-length graph) and
-'whole_files' (the weights bound after reading each stage's whole safetensors file into host
-memory, as the runner did before it bound them one tensor at a time), and adds the wall times
-per form and the process's peak resident memory after each load to load_times.json. The first
-load of a process pays for CUDA's start, so a profiled load (--loads 1) before them keeps that
-out of the comparison; peak memory only grows, so compare forms in processes of their own.
+'one_tensor' (the weights bound reading one tensor at a time through safetensors' safe_open
+instead of each stage's file whole), and adds the wall times per form and the process's peak
+resident memory after each load to load_times.json. The first load of a process pays for
+CUDA's start, so a profiled load (--loads 1) before them keeps that out of the comparison; peak
+memory only grows, so compare forms in processes of their own.
 """
 
 import argparse
@@ -73,21 +73,21 @@ def timed_forms(artifact: str, forms) -> dict:
     from lamp_ros.backends import program_weights
     runs, peaks = {}, {}
     for form in forms:
-        if form not in ('now', 'before', 'whole_files'):
-            raise SystemExit(f"--ab: unknown form {form!r} (now, before, whole_files)")
+        if form not in ('now', 'before', 'one_tensor'):
+            raise SystemExit(f"--ab: unknown form {form!r} (now, before, one_tensor)")
         loader, warmups = cuda.load_program, cuda.CudaGraphRunner.warmup_runs
-        opener = program_weights.safe_open
+        reader = program_weights.load_file
         if form == 'before':
             cuda.load_program, cuda.CudaGraphRunner.warmup_runs = torch.export.load, 2
-        if form == 'whole_files':
-            program_weights.safe_open = WholeFile
+        if form == 'one_tensor':
+            program_weights.load_file = OneTensorAtATime
         try:
             start = time.perf_counter()
             runtime = Runtime.load(artifact)
             seconds = round(time.perf_counter() - start, 2)
         finally:
             cuda.load_program, cuda.CudaGraphRunner.warmup_runs = loader, warmups
-            program_weights.safe_open = opener
+            program_weights.load_file = reader
         runtime.close()
         del runtime
         torch.cuda.empty_cache()
@@ -98,28 +98,20 @@ def timed_forms(artifact: str, forms) -> dict:
     return {'seconds': runs, 'peak_resident_gb': peaks}
 
 
-class WholeFile:
-    """safe_open's interface over a safetensors file read whole into host memory first."""
+class OneTensorAtATime:
+    """load_file's dict, but each tensor read from the file (safe_open) when it is taken."""
 
-    def __init__(self, path, framework='pt', device='cpu'):
-        from safetensors.torch import load_file
-        self.tensors = load_file(path, device=device)
+    def __init__(self, path):
+        from safetensors import safe_open
+        self.file = safe_open(path, framework='pt')
+        self.names = set(self.file.keys())
 
-    def __enter__(self):
-        return self
+    def __contains__(self, name):
+        return name in self.names
 
-    def __exit__(self, *exc):
-        self.tensors = None
-
-    def keys(self):
-        return list(self.tensors)
-
-    def get_tensor(self, name):
-        return self.tensors[name]
-
-    def get_slice(self, name):
-        tensor = self.tensors[name]
-        return type('Slice', (), {'get_shape': lambda self: list(tensor.shape)})()
+    def pop(self, name):
+        self.names.discard(name)
+        return self.file.get_tensor(name)
 
 
 if __name__ == '__main__':
