@@ -91,4 +91,8 @@ def bind(module, stripped: dict, weights_dir: str, device) -> int:
             else:
                 raise WeightsError(f'{key}: neither a parameter nor a buffer of the program')
             bound += 1
+    left = [k for k, v in module.state_dict(keep_vars=True).items() if v.is_meta]
+    if left:
+        raise WeightsError(f'{len(left)} program tensors have no values (archive placeholders '
+                           f'the plan does not list as canonical weights), first {left[0]}')
     return bound

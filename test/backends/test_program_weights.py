@@ -112,3 +112,12 @@ def test_a_missing_or_reshaped_canonical_tensor_is_refused_with_its_name(built, 
         program_weights.bind(module, stripped, str(edited), 'cpu')
     with pytest.raises(program_weights.WeightsError, match='stages.first.nothing'):
         program_weights.bind(module, {'first': ['nothing']}, str(root / 'weights'), 'cpu')
+
+
+def test_a_placeholder_the_plan_does_not_list_is_refused(built):
+    _, root, stripped, _, _ = built
+    module = load_program(str(root / 'program.pt2')).module()
+    partial = {**stripped, 'first': [n for n in stripped['first'] if n != 'shift']}
+    with pytest.raises(program_weights.WeightsError,
+                       match='1 program tensors have no values .* first stages.first.shift'):
+        program_weights.bind(module, partial, str(root / 'weights'), 'cpu')
