@@ -17,8 +17,8 @@ folded tables) stay in the archive. The stripped names go into plan.json (the gr
 
 Run side, `bind`: after torch.export.load, each stripped name gets its tensor from the
 safetensors file, cast to the program's dtype, on the device. A stripped name the file does not
-hold, or holds in another shape, is refused with the reason; a program with a placeholder left
-would not run at all (torch refuses meta tensors beside real ones), never run on made-up values.
+hold, or holds in another shape, and a placeholder left unbound are refused with the reason
+(such a program could not run anyway: torch refuses meta tensors beside real ones).
 """
 
 import os
