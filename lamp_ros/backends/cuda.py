@@ -94,7 +94,7 @@ def compile(ctx) -> GroupBuild:
                                                      dict(zip(ctx.group.outputs, shapes)))
     program._example_inputs = None  # keep the archive free of pickled objects
     canonical = program_weights.strip(
-        program, {n: ctx.modules[n].state_dict() for n in ctx.group.nodes})
+        program, {n: m.state_dict() for n, m in ctx.modules.items() if n in ctx.group.nodes})
     ctx.say(f'{ctx.group.name}: {sum(map(len, canonical.values()))} of '
             f'{len(program.state_dict)} program tensors read from weights/*.safetensors at load')
     streams = _stream_schedule(ctx.group, program)
