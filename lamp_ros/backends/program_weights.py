@@ -66,15 +66,17 @@ def bind(module, stripped: dict, weights_dir: str, device) -> int:
     load_rss.txt): a robot's configure time was the aim, so the files are read whole."""
     import torch
     state = module.state_dict(keep_vars=True)
+    unknown = [f'{STAGE_PREFIX}{node}.{name}' for node, names in stripped.items()
+               for name in names if f'{STAGE_PREFIX}{node}.{name}' not in state]
+    if unknown:  # before any file is read: a node of another group has no file here either
+        raise WeightsError(f'{unknown[0]}: listed as a canonical weight of the program, but '
+                           f'the program has no such tensor ({len(unknown)} such)')
     bound = 0
     for node, names in stripped.items():
         rel = f'weights/{node}.safetensors'
         tensors = load_file(os.path.join(weights_dir, f'{node}.safetensors'))
         for name in names:
             key = f'{STAGE_PREFIX}{node}.{name}'
-            if key not in state:
-                raise WeightsError(f'{key}: listed as a canonical weight of the program, but '
-                                   'the program has no such tensor')
             if name not in tensors:
                 raise WeightsError(f'{rel}: no tensor {name!r}, which the program reads from it')
             current, value = state[key], tensors.pop(name)

@@ -68,9 +68,8 @@ def main() -> None:
 def timed_forms(artifact: str, forms) -> dict:
     """Unprofiled Runtime.load wall times, per form, in the order given."""
     import torch
-    from lamp_ros.backends import cuda
+    from lamp_ros.backends import cuda, program_weights
     from lamp_ros.runtime import Runtime
-    from lamp_ros.backends import program_weights
     runs, peaks = {}, {}
     for form in forms:
         if form not in ('now', 'before', 'one_tensor'):
