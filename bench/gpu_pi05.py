@@ -2,6 +2,7 @@
 
     python3 bench/gpu_pi05.py --artifact ART [--out bench/results/gpu_pi05.json] [--runs 30]
                               [--torch-compile [--compile-cache CACHE]] [--kernels-out FILE]
+                              [--trace-out TRACE.json.gz]
     python3 bench/gpu_pi05.py --compile-only --compile-cache CACHE
 
 ART is `lamp compile config/specs/pi05_full.yaml` built on this GPU. One run measures the model
@@ -35,9 +36,13 @@ the host computes them: `baseline_inputs`):
 Median and p99 ms, ratios, % of a stage-wise roofline from counted FLOPs and weight bytes, peak
 GPU memory of the artifact, and parity: relative L2 error of the artifact's actions against the
 eager bf16 reference on the same inputs. Keys the script cannot measure are null with a reason.
+Pictures (bench/gpu_pi05_plots.py): the paths as a chart beside the report (OUT with .png), and
+with --trace-out one whole inference as a tick runs it, profiled with its CUDA graphs' kernels:
+the Chrome trace (gzipped; Perfetto opens it) and its kernel timeline (TRACE with .png).
 """
 
 import argparse
+import gzip
 import json
 import os
 import time
@@ -234,6 +239,45 @@ def kernel_table(runtime, path: str) -> None:
     print(f'kernel launches per inference: {kernels} (table in {path})', flush=True)
 
 
+def inference_trace(runtime, path: str) -> dict:
+    """One whole inference as a tick runs it (the runtime's schedule as last measured), under
+    the profiler with CPU and CUDA activity -> its Chrome trace at `path` (gzipped when it ends
+    in .gz) and the kernel timeline beside it; returns the timeline's summary."""
+    from torch.profiler import profile, ProfilerActivity
+    from bench.gpu_pi05_plots import kernel_timeline, read_trace
+    from lamp_ros.runtime.loop import synthetic_observation
+    feeds = runtime.feeds(synthetic_observation(runtime), 0.0)
+    runtime.reset()
+    runtime.run(feeds)  # warm: the profiled run is a steady-state one
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        runtime.reset()  # every run infers
+        runtime.run(feeds)
+        torch.cuda.synchronize()
+    raw = path[:-3] if path.endswith('.gz') else path
+    prof.export_chrome_trace(raw)
+    if raw != path:
+        with open(raw, 'rb') as src, gzip.open(path, 'wb') as dst:
+            dst.write(src.read())
+        os.remove(raw)
+    png = path.split('.json')[0] + '.png'
+    summary = kernel_timeline(read_trace(path), png,
+                              title=f'lamp artifact {runtime.id[:8]}, one inference')
+    print(f"trace: {path} and {png} ({summary['gpu_events']} GPU events over "
+          f"{summary['span_ms']:.2f} ms)", flush=True)
+    return summary
+
+
+def draw_paths(report: dict, out: str) -> None:
+    """The report's chart beside it; a picture failing costs nothing measured."""
+    from bench.gpu_pi05_plots import paths_chart
+    png = out.rsplit('.json', 1)[0] + '.png'
+    try:
+        paths_chart(report, png)
+    except Exception as exc:
+        print(f'paths chart failed: {type(exc).__name__}: {exc}', flush=True)
+
+
 def reference_model(cfg, spec: dict):
     """The eager policy's modules with the artifact's weights (same seeds, drawn on the CPU)."""
     start = time.perf_counter()
@@ -253,6 +297,9 @@ def main():
     parser.add_argument('--lamp-only', action='store_true',
                         help="lamp's figures alone (no baselines, so no ratios or parity)")
     parser.add_argument('--kernels-out', default='')
+    parser.add_argument('--trace-out', default='',
+                        help='Chrome trace of one inference (.json or .json.gz) and its '
+                             'kernel timeline (.png beside it)')
     parser.add_argument('--compile-cache', default='')
     parser.add_argument('--compile-only', action='store_true')
     parser.add_argument('--compile-scope', choices=('whole', 'stages'), default='whole')
@@ -282,6 +329,11 @@ def main():
             kernel_table(runtime, args.kernels_out)
         except Exception as exc:  # the profile is a diagnostic, not a figure
             print(f'kernel table failed: {type(exc).__name__}: {exc}', flush=True)
+    if args.trace_out:
+        try:
+            inference_trace(runtime, args.trace_out)
+        except Exception as exc:  # a diagnostic too
+            print(f'inference trace failed: {type(exc).__name__}: {exc}', flush=True)
     outs, not_measured, infos = {}, {}, {'hf_eager_info': {}, 'torch_compile_info': {}, **text}
     if not args.torch_compile:
         not_measured['torch_compile_ms'] = 'not run: pass --torch-compile (minutes of autotuning)'
@@ -303,7 +355,7 @@ def main():
         not_measured.update({f'{p}_ms': 'not run: --lamp-only' for p in ['torch_compile', *todo]})
         not_measured['parity_max_rel_error'] = ('not run: --lamp-only (the build measured it: '
                                                 'evidence/parity.json)')
-        save()
+        draw_paths(save(), args.out)
         return
     save(todo)  # lamp's own figures first: a run stopped in the baselines still keeps them
     model = reference_model(cfg, spec)
@@ -345,6 +397,7 @@ def main():
         print(f'hf_eager not measured: {not_measured["hf_eager_ms"]}', flush=True)
     todo.remove('hf_eager')
     report = save(todo)
+    draw_paths(report, args.out)
     ms, lamp_ms = report['median_ms'], report['lamp_ms']
     for key in ('hf_eager', 'eager', 'eager_graph', 'torch_compile', 'lamp', 'lamp_inference',
                 'lamp_inference_serial', 'lamp_gpu_overlapped', 'lamp_full_prompt',

@@ -3,7 +3,8 @@
 #   1. the lamp:: kernels against their reference at the policy's shapes (kernels_check.py)
 #   2. `lamp compile config/specs/pi05_full.yaml` on the GPU, timed (plan, parity, build times)
 #   3. bench/gpu_pi05.py on that artifact (HF eager, eager, eager + CUDA graph, lamp; add
-#      --torch-compile through BENCH_ARGS for the max-autotune baseline)
+#      --torch-compile through BENCH_ARGS for the max-autotune baseline), with its chart, the
+#      kernel table and a Perfetto trace of one inference with its kernel timeline
 #   4. a 2-minute async soak at 22 Hz (scripts/device/soak.py; SOAK_SECONDS overrides, 0 skips)
 # SKIP_TINY=1 skips the quick fp32 build of pi05_tiny_cuda before the full one; SKIP_CHECK=1
 # the kernel check, SKIP_BENCH=1 the bench, and SKIP_BUILD=1 reuses the artifact a previous call
@@ -67,7 +68,8 @@ fi
 cp "$art/plan.json" "$art/evidence/parity.json" "$art/evidence/build.json" "$out/"
 if [ -z "${SKIP_BENCH:-}" ]; then
   timeout "$(left)" python3 bench/gpu_pi05.py --artifact "$art" --out "$out/gpu_pi05.json" \
-    --kernels-out "$out/lamp_kernels.txt" ${COMPILE_CACHE:+--compile-cache "$COMPILE_CACHE"} \
+    --kernels-out "$out/lamp_kernels.txt" --trace-out "$out/lamp_trace.json.gz" \
+    ${COMPILE_CACHE:+--compile-cache "$COMPILE_CACHE"} \
     ${BENCH_ARGS:-} 2>&1 | tee "$out/bench.txt" \
     || echo "bench stopped: rc $?" | tee -a "$out/bench.txt"
 fi
