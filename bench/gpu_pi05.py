@@ -42,7 +42,6 @@ the Chrome trace (gzipped; Perfetto opens it) and its kernel timeline (TRACE wit
 """
 
 import argparse
-import gzip
 import json
 import os
 import time
@@ -239,30 +238,17 @@ def kernel_table(runtime, path: str) -> None:
     print(f'kernel launches per inference: {kernels} (table in {path})', flush=True)
 
 
-def inference_trace(runtime, path: str) -> dict:
-    """One whole inference as a tick runs it (the runtime's schedule as last measured), under
-    the profiler with CPU and CUDA activity -> its Chrome trace at `path` (gzipped when it ends
-    in .gz) and the kernel timeline beside it; returns the timeline's summary."""
-    from torch.profiler import profile, ProfilerActivity
-    from bench.gpu_pi05_plots import kernel_timeline, read_trace
-    from lamp_ros.runtime.loop import synthetic_observation
-    feeds = runtime.feeds(synthetic_observation(runtime), 0.0)
-    runtime.reset()
-    runtime.run(feeds)  # warm: the profiled run is a steady-state one
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-        runtime.reset()  # every run infers
-        runtime.run(feeds)
-        torch.cuda.synchronize()
-    raw = path[:-3] if path.endswith('.gz') else path
-    prof.export_chrome_trace(raw)
-    if raw != path:
-        with open(raw, 'rb') as src, gzip.open(path, 'wb') as dst:
-            dst.write(src.read())
-        os.remove(raw)
+def inference_trace(artifact: str, path: str) -> dict:
+    """One whole inference as a tick runs it, traced with CPU and CUDA activity in a process
+    of its own (lamp_ros/whitebox/kernel_profile.py) -> its Chrome trace at `path` (gzipped
+    when it ends in .gz) and the kernel timeline beside it; returns the timeline's summary."""
+    from bench.gpu_pi05_plots import kernel_timeline
+    from lamp_ros.whitebox.kernel_profile import trace
+    from lamp_ros.whitebox.ops import read_trace
+    done = trace(artifact, path, cpu=True)
     png = path.split('.json')[0] + '.png'
     summary = kernel_timeline(read_trace(path), png,
-                              title=f'lamp artifact {runtime.id[:8]}, one inference')
+                              title=f"lamp artifact {done['artifact_id'][:8]}, one inference")
     print(f"trace: {path} and {png} ({summary['gpu_events']} GPU events over "
           f"{summary['span_ms']:.2f} ms)", flush=True)
     return summary
@@ -331,7 +317,7 @@ def main():
             print(f'kernel table failed: {type(exc).__name__}: {exc}', flush=True)
     if args.trace_out:
         try:
-            inference_trace(runtime, args.trace_out)
+            inference_trace(args.artifact, args.trace_out)
         except Exception as exc:  # a diagnostic too
             print(f'inference trace failed: {type(exc).__name__}: {exc}', flush=True)
     outs, not_measured, infos = {}, {}, {'hf_eager_info': {}, 'torch_compile_info': {}, **text}

@@ -178,8 +178,8 @@ def peak_rss_mb(path: str) -> float:
 
 
 def write_png(rows: dict, path: str) -> None:
-    from lamp_ros.whitebox.plots import _pyplot
-    plt = _pyplot()
+    from lamp_ros.whitebox.plots import pyplot
+    plt = pyplot()
     keys = list(next(iter(rows.values()))['median_ms'])
     labels = [f'{k}\n({r["valid_tokens"]} of 96 tokens)' for k, r in rows.items()]
     x = np.arange(len(rows))

@@ -5,12 +5,19 @@ ONNX Runtime: a second session of the group, built like `OrtRunner` builds its o
 bound from safetensors, full graph optimisation) but with `enable_profiling`, runs the group's
 captured inputs a few times; its profile JSON gives every kernel's duration and op type, and the
 exported ONNX node names (`/vision/...`) tell which graph stage a kernel belongs to. TensorRT:
-the engine inspector JSON written at build time lists the layers (no durations). Each op type
-gets a hint: GEMM-like kernels are compute-bound, elementwise / data-movement kernels are
-memory-bound (low arithmetic intensity: they stream bytes and do a few flops per element).
+the engine inspector JSON written at build time lists the layers (no durations). CUDA (the cuda
+backend's CUDA graphs): a child process (kernel_profile.py) replays the group under torch's
+profiler, whose CUPTI records report each kernel of a graph replay with its own duration; the
+kernels are tabled by name here (no stage split: the graph's kernels do not carry their FX
+node) and the last replay drawn as a timeline. Each op type or kernel gets a
+hint: GEMM-like kernels are compute-bound, elementwise / data-movement kernels are
+memory-bound (low arithmetic intensity: they stream bytes and do a few flops per element). A
+rule of thumb: at a few rows (the expert's 50) a GEMM streams its weights and is bound by
+latency, which the CUDA timeline shows and the hint does not.
 """
 
 from collections import defaultdict
+import gzip
 import json
 import os
 import shutil
@@ -137,12 +144,110 @@ def trt_layer_profile(group, root: str) -> dict | None:
             'layers': layers, 'layer_count': sum(counts.values())}
 
 
-def backend_op_profiles(runtime, feeds: dict, runs: int = 5) -> dict:
-    """group name -> op-level profile for every group whose backend exposes one."""
+# ---- CUDA (torch profiler / CUPTI) ----------------------------------------------------------
+
+CUDA_GEMM_LIKE = ('gemm', 'gemv', 'nvjet', 'cutlass', 'xmma', 'sdpa', 'fmha', 'flash',
+                  'attention', 'mqa', 'premade', 'conv')
+GPU_CATEGORIES = ('kernel', 'gpu_memset', 'gpu_memcpy')
+
+
+def cuda_hint(kernel: str) -> str:
+    low = kernel.lower()
+    return 'compute-bound' if any(k in low for k in CUDA_GEMM_LIKE) else 'memory-bound'
+
+
+def read_trace(path: str) -> dict:
+    """A Chrome trace, plain or gzipped (.gz)."""
+    opener = gzip.open if path.endswith('.gz') else open
+    with opener(path, 'rt', encoding='utf-8') as f:
+        return json.load(f)
+
+
+def gpu_events(trace: dict) -> list:
+    """The GPU's complete events of a torch-profiler trace (kernels, memsets, copies) as
+    (name, stream, start us, us), in start order."""
+    found = [(e['name'], e.get('args', {}).get('stream', e.get('tid')), float(e['ts']),
+              float(e.get('dur', 0.0)))
+             for e in trace['traceEvents']
+             if e.get('ph') == 'X' and e.get('cat') in GPU_CATEGORIES]
+    if not found:
+        raise ValueError('the trace holds no GPU kernels (was it taken with CUDA activity?)')
+    return sorted(found, key=lambda e: e[2])
+
+
+def busy_us(events: list) -> float:
+    """How long at least one GPU event ran: the union of their intervals. Less than the sum of
+    their durations when streams overlap, or when a kernel under programmatic dependent launch
+    starts before the one it waits for has ended (its duration then holds that wait)."""
+    total, end = 0.0, float('-inf')
+    for _, _, start, dur in events:  # in start order
+        if start + dur > end:
+            total += start + dur - max(start, end)
+            end = start + dur
+    return total
+
+
+def time_by_name(events: list) -> dict:
+    """kernel name -> (total us, calls), largest total first."""
+    totals = defaultdict(lambda: [0.0, 0])
+    for name, _, _, dur in events:
+        totals[name][0] += dur
+        totals[name][1] += 1
+    return dict(sorted(((n, tuple(v)) for n, v in totals.items()), key=lambda kv: -kv[1][0]))
+
+
+def replays(events: list, runs: int) -> list:
+    """The events of `runs` back-to-back replays of the same CUDA graphs, one list each: a
+    replay launches the same nodes every time, so the events cut into equal runs in start
+    order. Refused when they do not divide (not replays of one set of graphs)."""
+    if runs < 1 or len(events) % runs:
+        raise ValueError(f'{len(events)} GPU events are not {runs} replays of the same graphs')
+    size = len(events) // runs
+    return [events[i * size:(i + 1) * size] for i in range(runs)]
+
+
+def cuda_kernel_table(events: list, runs: int) -> dict:
+    """Per kernel name over `runs` replays: ms and calls per replay, share, hint."""
+    per_run = replays(events, runs)
+    total_us = sum(d for *_, d in events) or 1.0
+    ops = [{'op_type': name, 'ms': us / runs / 1e3, 'calls': calls // runs,
+            'pct': 100.0 * us / total_us, 'hint': cuda_hint(name)}
+           for name, (us, calls) in time_by_name(events).items()]
+    last = per_run[-1]
+    return {'runs': runs, 'kernel_ms': total_us / runs / 1e3,
+            'busy_ms': busy_us(last) / 1e3,
+            'span_ms': (max(s + d for _, _, s, d in last) - last[0][2]) / 1e3,
+            'launches': len(last), 'ops': ops}
+
+
+def cuda_kernel_profile(group, root: str, runs: int, trace_path: str) -> dict:
+    """The group's CUDA graphs replayed `runs` times under the profiler, in a process of its
+    own (kernel_profile.py writes the Chrome trace to trace_path) -> kernel table; its last
+    replay drawn beside the trace."""
+    from lamp_ros.whitebox.kernel_profile import trace
+    from lamp_ros.whitebox.plots import write_kernel_timeline
+    trace(root, trace_path, group=group.name, runs=runs)
+    events = gpu_events(read_trace(trace_path))
+    table = cuda_kernel_table(events, runs)
+    png = trace_path.split('.json')[0] + '.png'
+    write_kernel_timeline(replays(events, runs)[-1], png,
+                          title=f'{group.name}, one replay of its CUDA graphs')
+    return {'group': group.name, 'backend': group.backend,
+            'source': 'torch profiler (CUPTI), CUDA-graph replays', **table,
+            'trace': trace_path, 'timeline': png}
+
+
+def backend_op_profiles(runtime, feeds: dict, runs: int = 5, prefix: str = '') -> dict:
+    """group name -> op-level profile for every group whose backend exposes one (a cuda
+    group's kernel trace and timeline go to PREFIX.GROUP.kernels.json / .png; none without
+    a prefix)."""
     out = {}
     for group in runtime.artifact.plan.groups:
         if group.backend == 'onnxruntime' and runs > 0:
             out[group.name] = ort_op_profile(group, runtime.artifact.root, feeds, runs)
+        elif group.backend == 'cuda' and runs > 0 and prefix:
+            out[group.name] = cuda_kernel_profile(group, runtime.artifact.root, runs,
+                                                  f'{prefix}.{group.name}.kernels.json')
         elif group.backend == 'tensorrt':
             layers = trt_layer_profile(group, runtime.artifact.root)
             if layers:

@@ -4,12 +4,14 @@ Every profiled tick is an inference tick: the runtime is reset before each (new 
 chunker plan), so each of the N ticks runs the whole graph, sync and back to back, on a
 synthetic observation, and every stage gets N samples. One warm-up tick is not counted. The
 runtime profiler gives tick / inference / group / host-node latencies and the Chrome trace;
-backends that can look inside a group add op-level tables (ops.py), which also split a fused
-group's time over the graph stages in it.
+backends that can look inside a group add op-level tables (ops.py), which for ONNX Runtime
+also split a fused group's time over the graph stages in it.
 
 Writes PREFIX.trace.json (Chrome / Perfetto), PREFIX.hist.png, PREFIX.timeline.png,
 PREFIX.ops.json (the op-level tables) and PREFIX.profile.json (runtime.profile() + top nodes +
-top ops). With save, the profile also goes to DIR/evidence/profile.json and the manifest is
+top ops), and for each cuda group PREFIX.GROUP.kernels.json (the Chrome trace of its CUDA
+graphs' kernels over the profiled replays) and PREFIX.GROUP.kernels.png (the last replay's
+kernel timeline). With save, the profile also goes to DIR/evidence/profile.json and the manifest is
 re-signed; evidence/profile.json is a volatile file (manifest.VOLATILE): checksummed, but not
 part of the artifact id, which therefore stays the same.
 """
@@ -85,6 +87,7 @@ def profile_artifact(path: str, prefix: str, ticks: int = 30, ort_runs: int = 5)
     if ticks < 1:
         raise ValueError(f'--ticks: must be >= 1, got {ticks}')
     runtime = Runtime.load(path, execution='sync', profile_window=max(1000, ticks))
+    os.makedirs(os.path.dirname(os.path.abspath(prefix)), exist_ok=True)
     try:
         observation = synthetic_observation(runtime)
         captured = {}
@@ -96,13 +99,15 @@ def profile_artifact(path: str, prefix: str, ticks: int = 30, ort_runs: int = 5)
             runtime.step(observation, k * runtime.period)
         profile = runtime.profile()
         trace = runtime.profiler.chrome_trace()
-        op_profiles = backend_op_profiles(runtime, captured, ort_runs)
+        op_profiles = backend_op_profiles(runtime, captured, ort_runs, prefix)
         profile.update(mode=MODE, top_nodes=top_nodes(runtime, profile, op_profiles),
                        ops_by_type=ops_by_type(op_profiles))
         profile['top_ops'] = profile['ops_by_type'][:10]
+        profile['cuda_replays'] = {  # per cuda group: one replay of its graphs, by CUPTI
+            name: {k: ops[k] for k in ('launches', 'span_ms', 'busy_ms', 'kernel_ms')}
+            for name, ops in op_profiles.items() if ops.get('backend') == 'cuda'}
     finally:
         runtime.close()
-    os.makedirs(os.path.dirname(os.path.abspath(prefix)), exist_ok=True)
     with open(f'{prefix}.trace.json', 'w', encoding='utf-8') as f:
         json.dump(trace, f)
     write_histogram(trace, f'{prefix}.hist.png')
@@ -127,8 +132,10 @@ def save_profile(path: str, prefix: str) -> dict:
 
 def _table(title: str, columns, rows) -> Table:
     table = Table(title=title, title_justify='left')
-    for col in columns:
-        table.add_column(col, justify='right' if col.endswith(('ms', '%', 'calls')) else 'left')
+    for col in columns:  # CUDA kernel names run to hundreds of characters: one line each
+        table.add_column(col, justify='right' if col.endswith(('ms', '%', 'calls')) else 'left',
+                         no_wrap=col == 'op type', overflow='ellipsis',
+                         max_width=72 if col == 'op type' else None)
     for row in rows:
         table.add_row(*(escape(str(c)) for c in row))
     return table
@@ -140,7 +147,7 @@ def print_top(profile: dict, console: Console) -> None:
                          [(r['node'], r['group'], r['backend'], f'{r["ms"]:.3f}', r['hint'],
                            r['source']) for r in profile['top_nodes']]))
     if profile['top_ops']:
-        console.print(_table('top ONNX Runtime op types (kernel time per run)',
+        console.print(_table('top op types and CUDA kernels (kernel time per run)',
                              ('op type', 'calls', 'ms', '%', 'hint'),
                              [(o['op_type'], o['calls'], f'{o["ms"]:.3f}', f'{o["pct"]:.1f}',
                                o['hint']) for o in profile['top_ops']]))
@@ -155,6 +162,10 @@ def run_profile(path: str, prefix: str, ticks: int = 30, save: bool = False,
     print_top(profile, console)
     for ext in ('trace.json', 'hist.png', 'timeline.png', 'ops.json', 'profile.json'):
         console.print(f'wrote {escape(prefix)}.{ext}')
+    for group, replay in profile['cuda_replays'].items():
+        console.print(f'wrote {escape(prefix)}.{group}.kernels.json and .png ({group}: '
+                      f'{replay["launches"]} GPU events a replay over {replay["span_ms"]:.2f} '
+                      f'ms, busy {replay["busy_ms"]:.2f})')
     if save:
         manifest = save_profile(path, prefix)
         console.print(f'saved {PROFILE} into {escape(path)} (artifact id '

@@ -56,13 +56,16 @@ def test_wrong_expected_outputs_fail_naming_the_output(copy, capsys):
     assert 'output clamp.command: sample 2' in failed[0]['message']
 
 
-def test_whitebox_reading_never_imports_torch(tiny_artifact):
+def test_whitebox_commands_never_import_torch_on_a_cpu_artifact(tiny_artifact, tmp_path):
+    prefix = str(tmp_path / 'prof' / 'tiny')
     code = (
         'import sys\n'
         'from lamp_ros.cli import main\n'
         f'assert main(["verify", {tiny_artifact!r}]) == 0\n'
         f'assert main(["inspect", {tiny_artifact!r}, "--json"]) == 0\n'
         f'assert main(["diff", {tiny_artifact!r}, {tiny_artifact!r}]) == 0\n'
+        f'assert main(["profile", {tiny_artifact!r}, "--out", {prefix!r}, "--ticks", "2", '
+        '"--ort-runs", "1"]) == 0\n'
         'bad = sorted(m for m in sys.modules if m.split(".")[0] in ("torch", "tensorrt"))\n'
         'assert not bad, bad\n')
     result = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True)
