@@ -49,11 +49,14 @@ def register(sub) -> None:
     p.add_argument('artifact')
     p.add_argument('--out', required=True,
                    help='prefix: writes PREFIX.trace.json, .hist.png, .timeline.png, '
-                        '.profile.json, .ops.json')
+                        '.profile.json, .ops.json, and PREFIX.GROUP.kernels.json / .png '
+                        'for each cuda group')
     p.add_argument('--ticks', type=int, default=30,
                    help='inference ticks, back to back (default 30)')
     p.add_argument('--ort-runs', type=int, default=5,
-                   help='runs of each ONNX Runtime group under ORT profiling (default 5)')
+                   help='runs of each ONNX Runtime group under ORT profiling, and replays '
+                        "of each cuda group's CUDA graphs under torch's profiler (default 5; "
+                        '0: neither)')
     p.add_argument('--save', action='store_true',
                    help='also store the profile as DIR/evidence/profile.json (id unchanged)')
     p.set_defaults(func=_profile)
