@@ -206,9 +206,10 @@ def replays(events: list, runs: int) -> list:
     return [events[i * size:(i + 1) * size] for i in range(runs)]
 
 
-def cuda_kernel_table(events: list, runs: int) -> dict:
-    """Per kernel name over `runs` replays: ms and calls per replay, share, hint."""
-    per_run = replays(events, runs)
+def cuda_kernel_table(per_run: list) -> dict:
+    """Per kernel name over the replays (`replays`' lists): ms and calls per replay, share,
+    hint; and the last replay's launches, span and busy time."""
+    runs, events = len(per_run), [e for run in per_run for e in run]
     total_us = sum(d for *_, d in events) or 1.0
     ops = [{'op_type': name, 'ms': us / runs / 1e3, 'calls': calls // runs,
             'pct': 100.0 * us / total_us, 'hint': cuda_hint(name)}
@@ -227,10 +228,10 @@ def cuda_kernel_profile(group, root: str, runs: int, trace_path: str) -> dict:
     from lamp_ros.whitebox.kernel_profile import trace
     from lamp_ros.whitebox.plots import write_kernel_timeline
     trace(root, trace_path, group=group.name, runs=runs)
-    events = gpu_events(read_trace(trace_path))
-    table = cuda_kernel_table(events, runs)
+    per_run = replays(gpu_events(read_trace(trace_path)), runs)
+    table = cuda_kernel_table(per_run)
     png = trace_path.split('.json')[0] + '.png'
-    write_kernel_timeline(replays(events, runs)[-1], png,
+    write_kernel_timeline(per_run[-1], png,
                           title=f'{group.name}, one replay of its CUDA graphs')
     return {'group': group.name, 'backend': group.backend,
             'source': 'torch profiler (CUPTI), CUDA-graph replays', **table,

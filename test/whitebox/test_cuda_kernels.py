@@ -39,8 +39,8 @@ def test_replays_are_cut_in_start_order_and_tabled_per_replay(h200_events):
     twice = h200_events + [(n, s, t + shift, d) for n, s, t, d in h200_events]
     first, second = replays(twice, 2)
     assert first == h200_events and len(second) == len(h200_events)
-    table = cuda_kernel_table(twice, 2)
-    once = cuda_kernel_table(h200_events, 1)
+    table = cuda_kernel_table(replays(twice, 2))
+    once = cuda_kernel_table(replays(h200_events, 1))
     assert table['launches'] == once['launches'] == len(h200_events)
     assert table['kernel_ms'] == pytest.approx(once['kernel_ms'])
     assert table['span_ms'] == pytest.approx(once['span_ms'])
