@@ -14,6 +14,7 @@ from triton.runtime import interpreter  # noqa: E402
 
 from lamp_ros.kernels import ops, triton_expert, triton_kernels  # noqa: E402  (after the switch)
 from lamp_ros.kernels import triton_premade  # noqa: E402
+from load_script import load_script  # noqa: E402
 
 # Triton 3.6's interpreter turns a loop bound into an int with int(1-element array), which
 # NumPy >= 2.3 refuses; the kernels are fine (they compile on the GPU), the shim is for here.
@@ -207,6 +208,24 @@ def test_prefix_flash_attention_matches_the_reference(tiles):
     torch.testing.assert_close(got[1, 5], v[1, :, 0].mean(0).repeat(heads), atol=3e-5, rtol=0)
     with pytest.raises(ValueError, match='packed heads'):
         triton_expert.mqa_flash(q.transpose(1, 2), k, v, mask, heads, d ** -0.5, tiles)
+
+
+@pytest.mark.parametrize('tiles', [(16, 16, 4, 1), (64, 8, 4, 2)])
+def test_prefix_flash_probe_kernel_matches_the_reference(tiles):
+    """scripts/device/prefix_flash_probe.py's kernel (the head dim as one dot), so that the
+    figures it brings back are of a kernel computing the eager attention."""
+    probe = load_script('scripts', 'device', 'prefix_flash_probe.py')
+    torch.manual_seed(0)
+    b, n, heads, d = 2, 23, 4, 32
+    q = torch.randn(b, n, heads, d)
+    k, v = torch.randn(2, b, n, d)
+    mask = torch.rand(b, n, n) > 0.3
+    mask[1, 5] = False  # a padding token's row: uniform, as the eager code
+    got = probe.whole_d(q, k, v, mask, tiles)
+    torch.testing.assert_close(got, probe.reference(q, k, v, mask), atol=3e-5, rtol=0)
+    torch.testing.assert_close(got, ops.mqa_flash_reference(
+        q, k[:, :, None], v[:, :, None], mask, heads, d ** -0.5), atol=3e-5, rtol=0)
+    torch.testing.assert_close(got[1, 5], v[1].mean(0).repeat(heads), atol=3e-5, rtol=0)
 
 
 def test_letterbox_kernel_makes_opencv_linear_exact_bytes():
