@@ -247,7 +247,8 @@ def _attend_block(q1, q2, k1, k2, v1, v2, keep, key_ok, m_i, l_i, acc1, acc2,
 @triton.jit
 def _mqa_kernel(q_ptr, kp_ptr, vp_ptr, cos_ptr, sin_ptr, mask_ptr, m_ptr, l_ptr, acc_ptr,
                 out_ptr, n, T, heads, stride_q_b, stride_q_t, stride_kp_b, stride_kp_t,
-                stride_vp_b, stride_vp_t, row_blocks, prefix_splits, keys_per_split, qk_scale,
+                stride_vp_b, stride_vp_t, stride_m_b, stride_m_t, row_blocks, prefix_splits,
+                keys_per_split, qk_scale,
                 OWN: tl.constexpr, HALF: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
                 PRECISION: tl.constexpr, PDL: tl.constexpr = 0):
     """Rows = (token, head) pairs of q (token-major, as q's memory is) against one K/V head.
@@ -280,8 +281,9 @@ def _mqa_kernel(q_ptr, kp_ptr, vp_ptr, cos_ptr, sin_ptr, mask_ptr, m_ptr, l_ptr,
         s_ = tl.load(sin_ptr + cs)
         q1, q2 = q1 * c - q2 * s_, q2 * c + q1 * s_
     q1, q2 = (q1 * qk_scale).to(dtype), (q2 * qk_scale).to(dtype)  # log2 units
-    width = T + n if OWN else T  # the mask's row length: prefix keys[, then the action tokens]
-    mask_row = mask_ptr + (b * n + t)[:, None] * width
+    # the mask's row: prefix keys[, then the action tokens]; its stride may be wider than that
+    # (a multiple of 16 lets the compiler load the row's bytes 16 at a time)
+    mask_row = mask_ptr + b * stride_m_b + t[:, None] * stride_m_t
     m_i = tl.full((BM,), float('-inf'), dtype=tl.float32)
     l_i = tl.zeros((BM,), dtype=tl.float32)
     acc1 = tl.zeros((BM, HALF), dtype=tl.float32)
@@ -369,7 +371,7 @@ def _attend(q, stride_q, k, v, mask, heads, scale, n, T, d, block_m, block_n, ke
     kp, vp = k.reshape(b, T, d), v.reshape(b, T, d)
     kp = kp if kp.stride(2) == 1 else kp.contiguous()
     vp = vp if vp.stride(2) == 1 else vp.contiguous()
-    keep = mask.contiguous().view(torch.uint8)
+    keep = (mask if mask.stride(-1) == 1 else mask.contiguous()).view(torch.uint8)
     rows = n * heads
     row_blocks = triton.cdiv(rows, block_m)
     prefix_splits = triton.cdiv(T, keys_per_split)
@@ -387,7 +389,8 @@ def _attend(q, stride_q, k, v, mask, heads, scale, n, T, d, block_m, block_n, ke
         cos = sin = out
     _mqa_kernel[(b * row_blocks, splits)](
         q, kp, vp, cos, sin, keep, m, l_, acc, out, n, T, heads, stride_q[0],
-        stride_q[1], kp.stride(0), kp.stride(1), vp.stride(0), vp.stride(1), row_blocks,
+        stride_q[1], kp.stride(0), kp.stride(1), vp.stride(0), vp.stride(1), keep.stride(0),
+        keep.stride(1), row_blocks,
         prefix_splits, keys_per_split, scale * LOG2E, OWN=own, HALF=d // 2, BM=block_m,
         BN=block_n, PRECISION=_precision(q.dtype), PDL=pdl, num_warps=warps, num_stages=stages,
         **_pdl_launch(pdl))

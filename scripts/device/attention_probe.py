@@ -21,6 +21,9 @@ FlashAttention takes as `seqused_k` (a device tensor: no new shapes, CUDA-graph 
   expert attention   (expert_attention_keys) the same kernel at 64-1664 prefix keys, and on
     keys            the prefix K/V stored as FP8 widened in registers: what the bytes each
                      program takes in cost
+  expert attention   (expert_attention_mask_stride) the same kernel with the mask's rows at
+    mask stride      their own width (882 / 1018 bytes) against the same mask as a view of a
+                     buffer whose rows are padded to a multiple of 16 bytes
   vision add + norm  the residual add then LayerNorm (today) against the LayerNorm alone: what a
                      fused add + LayerNorm kernel could save at most
 
@@ -32,7 +35,10 @@ only (so at most 3.7 us a layer, 0.06 ms an inference, for moving the valid pref
 and the expert's mask with them); expert attention 13.4 us today, FA2 31.4 with any split count
 (plus 1.4 us for rotating q in a kernel before); the in-kernel merge 14.9 us against 13.3 at the
 chosen tiles and 1.2-4.7 us slower at the others; the vision blocks' residual add costs 1.7 us
-beside a 4.4 us LayerNorm (0.09 ms an inference for fusing the two).
+beside a 4.4 us LayerNorm (0.09 ms an inference for fusing the two). The expert attention's
+mask rows padded to a multiple of 16 bytes (2026-12-03, `h200_mask_stride/`): 12.80-12.92 us
+against 12.68 at 832 keys, 13.15-13.18 against 13.25 at 968 (the artifact's tiles), within a
+run's spread: its byte loads are not what its fixed ~9 us are spent on.
 """
 
 import os
@@ -193,6 +199,37 @@ def expert_attention_keys():
     return out
 
 
+def expert_attention_mask_stride():
+    """The expert attention's mask rows (prefix keys, then the 50 action tokens: 882 bytes at the
+    64-token graph's 832 keys, 1018 at 968) start at offsets no multiple of 16, so the kernel
+    cannot load their bytes 16 at a time. The same mask as a view of a buffer whose rows are
+    padded to a multiple of 16 bytes (896, 1024): the kernel reads the stride it is given. 18
+    layers of distinct K/V, strided as the prefix leaves them (k and v of one (T, 2, d)
+    buffer), the H200's tiles, every key valid but the prefix's padding."""
+    b, n, out, scale = 1, HORIZON, {}, D ** -0.5
+    angle = torch.randn(b, n, D // 2, device=DEV)
+    cos, sin = angle.cos(), angle.sin()
+    for T, valid in ((832, 820), (968, 967)):
+        qkv = [torch.randn(b, n, (HEADS + 2) * D, dtype=BF, device=DEV) for _ in range(LAYERS)]
+        kv = [torch.randn(b, T, 2, 1, D, dtype=BF, device=DEV).unbind(2) for _ in range(LAYERS)]
+        width = T + n
+        for pad in (0, 16):  # 16 gives 896 and 1024, as 64 would
+            stride = width if not pad else -(-width // pad) * pad
+            buffer = torch.zeros(b, n, stride, dtype=torch.bool, device=DEV)
+            mask = buffer[:, :, :width]
+            mask[:, :, :valid] = True
+            mask[:, :, T:] = True
+            want = ops.mqa_attention_reference(qkv[0], *kv[0], cos, sin, mask.contiguous(),
+                                               HEADS, scale)
+            for tiles in ([16, 64, 256, 4, 2], [16, 64, 128, 4, 1]):
+                def call(mask=mask, tiles=tiles):
+                    return [ops.mqa_attention(qkv[i], *kv[i], cos, sin, mask, HEADS, scale,
+                                              tiles) for i in range(LAYERS)]
+                out[f'T={T} row stride {stride} tiles={tiles}'] = timed(
+                    f'T={T} stride {stride} {tiles}', call, want, per=LAYERS, section='stride')
+    return out
+
+
 def vision_add_norm():
     x, y = torch.randn(2, 3, 256, 1152, dtype=BF, device=DEV)
     w, bias = torch.randn(2, 1152, dtype=BF, device=DEV)
@@ -207,6 +244,7 @@ def main():
                  (('prefix_attention', prefix_attention),
                   ('expert_attention', expert_attention),
                   ('expert_attention_keys', expert_attention_keys),
+                  ('expert_attention_mask_stride', expert_attention_mask_stride),
                   ('vision_add_norm', vision_add_norm)))
 
 

@@ -190,8 +190,14 @@ def test_expert_attention_matches_the_reference(tiles, n):
     mask = torch.rand(b, n, prefix + n) > 0.3
     mask[0, 2] = False  # a fully masked token: uniform over every key, as the eager code
     args = (qkv, k_prefix, v_prefix, angle.cos(), angle.sin(), mask, heads, d ** -0.5)
-    torch.testing.assert_close(triton_expert.mqa_attention(*args, tiles),
-                               ops.mqa_attention_reference(*args), atol=3e-5, rtol=0)
+    want = ops.mqa_attention_reference(*args)
+    torch.testing.assert_close(triton_expert.mqa_attention(*args, tiles), want, atol=3e-5,
+                               rtol=0)
+    # the same mask as a view of a buffer with wider rows (a stride padded to 16 bytes)
+    padded = torch.zeros(b, n, 96, dtype=torch.bool)
+    padded[:, :, :prefix + n] = mask
+    got = triton_expert.mqa_attention(*args[:5], padded[:, :, :prefix + n], *args[6:], tiles)
+    torch.testing.assert_close(got, want, atol=3e-5, rtol=0)
 
 
 @pytest.mark.parametrize('tiles', [[16, 16, 4, 1], [32, 8, 4, 2]])
