@@ -227,17 +227,25 @@ def expert_gemm(x, weight, tiles, *, counters=None, weight2=None, mod=None, bias
 
 
 @triton.jit
-def _attend_block(q1, q2, k1, k2, v1, v2, keep, key_ok, m_i, l_i, acc1, acc2,
-                  PRECISION: tl.constexpr):
-    """One online-softmax step over a block of keys (scores already in log2 units)."""
-    s = tl.dot(q1, tl.trans(k1), input_precision=PRECISION)
-    s = tl.dot(q2, tl.trans(k2), s, input_precision=PRECISION)
+def softmax_block(s, keep, key_ok, m_i, l_i):
+    """The online softmax over one block of scores s (rows, keys; log2 units, float32): masked
+    keys (keep == 0) get the eager code's finite fill, keys past the end -inf -> (new running
+    max, the factor for what was summed before, the block's weights p, new running sum)."""
     s = tl.where(keep != 0, s, FILL)
     s = tl.where(key_ok[None, :], s, float('-inf'))
     m_new = tl.maximum(m_i, tl.max(s, axis=1))
     alpha = tl.exp2(m_i - m_new)
     p = tl.exp2(s - m_new[:, None])
-    l_i = l_i * alpha + tl.sum(p, axis=1)
+    return m_new, alpha, p, l_i * alpha + tl.sum(p, axis=1)
+
+
+@triton.jit
+def _attend_block(q1, q2, k1, k2, v1, v2, keep, key_ok, m_i, l_i, acc1, acc2,
+                  PRECISION: tl.constexpr):
+    """One online-softmax step over a block of keys (scores already in log2 units)."""
+    s = tl.dot(q1, tl.trans(k1), input_precision=PRECISION)
+    s = tl.dot(q2, tl.trans(k2), s, input_precision=PRECISION)
+    m_new, alpha, p, l_i = softmax_block(s, keep, key_ok, m_i, l_i)
     p = p.to(v1.dtype)
     acc1 = tl.dot(p, v1, acc1 * alpha[:, None], input_precision=PRECISION)
     acc2 = tl.dot(p, v2, acc2 * alpha[:, None], input_precision=PRECISION)

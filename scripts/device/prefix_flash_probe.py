@@ -32,8 +32,8 @@ sys.path.insert(0, os.getcwd())
 from bench.probes import save_report  # noqa: E402
 from lamp_ros.kernels import tuning  # noqa: E402
 from lamp_ros.kernels import triton_expert, triton_kernels  # noqa: E402
+from lamp_ros.kernels.triton_expert import softmax_block  # noqa: E402
 
-FILL = tl.constexpr(-3.4028234663852886e38)  # the eager code's finite fill for masked logits
 LOG2E = 1.4426950408889634
 HEADS, D, IMAGE_TOKENS = 8, 256, 768
 TILES = ('64x64x4x2,64x64x4x3,64x32x4x3,64x128x4x2,128x64x8x2,128x32x8x3,128x64x8x3,'
@@ -67,17 +67,12 @@ def _whole_d_kernel(q_ptr, k_ptr, v_ptr, mask_ptr, out_ptr, n, n_keys, heads, st
         v = tl.load(v_ptr + b * stride_v_b + keys[:, None] * stride_v_t + d[None, :],
                     mask=key_ok[:, None], other=0.0)
         s = tl.dot(q, tl.trans(k)) * qk_scale  # log2 units, float32
+        keep = 1
         if MASK:
             keep = tl.load(mask_row + keys[None, :], mask=r_ok[:, None] & key_ok[None, :],
                            other=0)
-            s = tl.where(keep != 0, s, FILL)
-        s = tl.where(key_ok[None, :], s, float('-inf'))
-        m_new = tl.maximum(m_i, tl.max(s, axis=1))
-        alpha = tl.exp2(m_i - m_new)
-        p = tl.exp2(s - m_new[:, None])
-        l_i = l_i * alpha + tl.sum(p, axis=1)
+        m_i, alpha, p, l_i = softmax_block(s, keep, key_ok, m_i, l_i)
         acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
-        m_i = m_new
     l_i = tl.where(r_ok, l_i, 1.0)
     out_at = out_ptr + (b * rows_total + r)[:, None] * D + d[None, :]
     tl.store(out_at, (acc / l_i[:, None]).to(out_ptr.dtype.element_ty), mask=r_ok[:, None])
