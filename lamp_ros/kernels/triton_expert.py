@@ -289,8 +289,9 @@ def _mqa_kernel(q_ptr, kp_ptr, vp_ptr, cos_ptr, sin_ptr, mask_ptr, m_ptr, l_ptr,
         s_ = tl.load(sin_ptr + cs)
         q1, q2 = q1 * c - q2 * s_, q2 * c + q1 * s_
     q1, q2 = (q1 * qk_scale).to(dtype), (q2 * qk_scale).to(dtype)  # log2 units
-    # the mask's row: prefix keys[, then the action tokens]; its stride may be wider than that
-    # (a multiple of 16 lets the compiler load the row's bytes 16 at a time)
+    # the mask's row: prefix keys[, then the action tokens], read at the strides given (a view
+    # of a wider or broadcast buffer needs no copy; rows padded to 16 bytes timed the same on
+    # the H200: attention_probe.py's expert_attention_mask_stride)
     mask_row = mask_ptr + b * stride_m_b + t[:, None] * stride_m_t
     m_i = tl.full((BM,), float('-inf'), dtype=tl.float32)
     l_i = tl.zeros((BM,), dtype=tl.float32)
