@@ -35,7 +35,8 @@ import os
 
 import torch
 
-from lamp_ros.compiler.passes.expert_kernels import FIRST_PIECES, LIBRARY, ExpertKernels
+from lamp_ros.compiler.passes.expert_kernels import (FIRST_PIECES, LIBRARY, LOG2E,
+                                                     ExpertKernels)
 from lamp_ros.compiler.passes.modules import (Attention, DecoderLayer, Fp8Linear, GeGLU,
                                               KNLinear, LtLinear, Rotary, StepAdaRMSNorm,
                                               UnitLayerNorm, UnitRMSNorm, VisionBlock)
@@ -371,7 +372,100 @@ def fuse_expert_layers(stage: ExpertStage, tuning_out: dict) -> int:
             chosen[part] = choice.tiles
         for layer in group:
             layer.expert_kernels.tiles.update(chosen)
+        _choose_rope(stage, group, cache, on_gpu, tuning_out)
     return len(layers)
+
+
+def expert_rope(stage) -> int | None:
+    """LAMP_EXPERT_ROPE at build time: 0 never rotates in the qkv GEMM, 1 always (where the
+    forms allow: a premade qkv, a fused attention); unset: the build GPU's timing of the pair
+    decides (None), and off the GPU it stays off (0)."""
+    if 'LAMP_EXPERT_ROPE' in os.environ:
+        return int(os.environ['LAMP_EXPERT_ROPE'])
+    weight = next(stage.parameters(), None)
+    return None if weight is not None and weight.device.type == 'cuda' else 0
+
+
+def _choose_rope(stage: ExpertStage, layers: list, cache: dict, on_gpu: bool,
+                 tuning_out: dict) -> None:
+    """ExpertKernels.rope for `layers` (one weight shape, their parts chosen): the premade qkv
+    with its rope epilogue and the rotated attention, each tiled on its own (their candidates
+    checked against the operators' float32 references), then the pair timed against the pair
+    as chosen ('rope_in_qkv': [0] as chosen, [1] rotated in the qkv GEMM; the attention's
+    outputs must agree). The faster pair's tiles and switch go to every layer of `layers`."""
+    kern = layers[0].expert_kernels
+    want = expert_rope(stage)
+    if want == 0 or kern.form('qkv') != 'premade' or kern.tiles['attention'] == LIBRARY:
+        return
+    cfg, layer = stage.cfg, layers[0]
+    heads, d, rows, prefix = cfg.expert.num_heads, cfg.expert.head_dim, cfg.action_horizon, \
+        cfg.prefix_len
+    w = layer.attn.in_proj.linears()[0].weight
+    like = dict(dtype=w.dtype, device=w.device)
+    x = torch.randn(1, rows, w.shape[1], **like)
+    prefix_kv = [torch.randn(2, 1, prefix, 1, d, **like) for _ in layers]
+    angle = torch.randn(1, rows, d // 2, device=w.device)
+    rotation = (angle.cos(), angle.sin())
+    mask = torch.ones(1, rows, prefix + rows, dtype=torch.bool, device=w.device)
+    pieces = min(FIRST_PIECES, x.shape[-1])
+    carries = [kernel_ops.norm_pieces(x, each.expert_kernels.attn_mod[0], pieces)
+               for each in layers]
+    plain = {part: kern.tiles[part] for part in ('qkv', 'attention')}
+    q_scale = d ** -0.5 * LOG2E
+    qkv_rotated = [kernel_ops.premade_linear_rope_reference(
+        *carries[i], each.attn.in_proj.linears()[0].weight, each.expert_kernels.attn_bias[0],
+        *rotation, heads, q_scale, each.input_norm.eps) for i, each in enumerate(layers)]
+
+    def run(settings, body):
+        outputs = []
+        for i, each in enumerate(layers):
+            k = each.expert_kernels
+            k.rope, k.tiles['qkv'], k.tiles['attention'] = settings
+            outputs.append(body(i, each, k))
+        return outputs
+
+    def qkv_launch(tiles):
+        if tiles == LIBRARY:  # the operators' float32 references: the check, not timed
+            return qkv_rotated
+        return run((1, tiles, plain['attention']),
+                   lambda i, L, k: k.qkv(L, x, 0, carries[i], rotation))
+
+    def attention_launch(tiles):
+        if tiles == LIBRARY:
+            return [kernel_ops.mqa_attention_rotated_reference(
+                qkv_rotated[i], *prefix_kv[i], mask, heads, 1 / LOG2E)
+                for i in range(len(layers))]
+        return run((1, plain['qkv'], tiles), lambda i, L, k: k.attention(
+            L, qkv_rotated[i], *prefix_kv[i], mask, rotation))
+
+    shape = f'{rows}x{w.shape[0]}x{w.shape[1]}'
+    attention_shape = f'{rows}x{heads}x{d} over {prefix}+{rows}'
+    picked = {}
+    for key, candidates, launch in (
+            (f'qkv_rope {shape}', tuning.rope_premade_candidates(
+                rows, w.shape[0], w.shape[1], d, w.element_size()), qkv_launch),
+            (f'attention_rotated {attention_shape}',
+             tuning.attention_candidates(d, rotated=True), attention_launch)):
+        if not candidates:  # no tiling fits these heads: the layers stay as chosen
+            run((0, plain['qkv'], plain['attention']), lambda *_: None)
+            return
+        choice = tuning.pick(candidates + [LIBRARY], launch, on_gpu, cache.get(key),
+                             calls=len(layers), reference=LIBRARY, time_reference=False)
+        tuning_out[key] = _recorded(choice)
+        picked[key.split()[0]] = choice.tiles
+    rotated = (1, picked['qkv_rope'], picked['attention_rotated'])
+    on = want == 1
+    if want is None:
+        def pair(tiles):
+            return run(rotated if tiles == [1] else (0, plain['qkv'], plain['attention']),
+                       lambda i, L, k: k.attention(L, k.qkv(L, x, 0, carries[i], rotation),
+                                                   *prefix_kv[i], mask, rotation))
+        key = f'rope_in_qkv {shape} + {attention_shape}'
+        choice = tuning.pick([[0], [1]], pair, on_gpu, cache.get(key), calls=len(layers),
+                             reference=[0])
+        tuning_out[key] = _recorded(choice)
+        on = choice.tiles == [1]
+    run(rotated if on else (0, plain['qkv'], plain['attention']), lambda *_: None)
 
 
 def _tuning_problems(stage: ExpertStage, layers: list) -> dict:

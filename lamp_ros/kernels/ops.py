@@ -481,6 +481,36 @@ def _(xm, pieces, weight, bias, eps, tiles):
     return xm.new_empty((*xm.shape[:-1], weight.shape[0]))
 
 
+@torch.library.custom_op('lamp::premade_linear_rope', mutates_args=())
+def premade_linear_rope(xm: torch.Tensor, pieces: torch.Tensor, weight: torch.Tensor,
+                        bias: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, heads: int,
+                        q_scale: float, eps: float, tiles: list[int]) -> torch.Tensor:
+    """premade_linear of a q/k/v weight (heads + 2 heads of d) whose epilogue also rotates q
+    and k by cos/sin (b, n, d/2) and scales q by q_scale, rounded once -> (b, n, (heads + 2) *
+    d): what mqa_attention_rotated reads."""
+    if xm.is_cuda:
+        return _triton_premade().premade_gemm(xm, pieces, weight, bias, eps, tiles,
+                                              rope=(cos, sin, heads, q_scale))
+    return premade_linear_rope_reference(xm, pieces, weight, bias, cos, sin, heads, q_scale,
+                                         eps)
+
+
+def premade_linear_rope_reference(xm, pieces, weight, bias, cos, sin, heads, q_scale, eps):
+    y = _premade_projection(xm, pieces, weight, bias, eps)
+    b, n = cos.shape[:2]
+    d = weight.shape[0] // (heads + 2)
+    y = y.reshape(b, n, heads + 2, d)
+    q = rotate(y[:, :, :heads], cos.float(), sin.float()) * q_scale
+    k = rotate(y[:, :, heads:heads + 1], cos.float(), sin.float())
+    return torch.cat([q, k, y[:, :, heads + 1:]], dim=2).reshape(*xm.shape[:-1], -1) \
+        .to(xm.dtype)
+
+
+@premade_linear_rope.register_fake
+def _(xm, pieces, weight, bias, cos, sin, heads, q_scale, eps, tiles):
+    return xm.new_empty((*xm.shape[:-1], weight.shape[0]))
+
+
 @torch.library.custom_op('lamp::premade_geglu', mutates_args=())
 def premade_geglu(xm: torch.Tensor, pieces: torch.Tensor, w_gate: torch.Tensor,
                   w_up: torch.Tensor, bias_gate: torch.Tensor, bias_up: torch.Tensor,
@@ -539,6 +569,34 @@ def _folded_attention(q, keys, values, mask, heads, scale):
 
 @mqa_attention.register_fake
 def _(qkv, k_prefix, v_prefix, cos, sin, mask, heads, scale, tiles):
+    return qkv.new_empty((qkv.shape[0], qkv.shape[1], heads * k_prefix.shape[-1]))
+
+
+@torch.library.custom_op('lamp::mqa_attention_rotated', mutates_args=())
+def mqa_attention_rotated(qkv: torch.Tensor, k_prefix: torch.Tensor, v_prefix: torch.Tensor,
+                          mask: torch.Tensor, heads: int, scale: float,
+                          tiles: list[int]) -> torch.Tensor:
+    """mqa_attention of a qkv whose q and own k are already rotated (premade_linear_rope's
+    output; q may carry part of the scale, the rest is `scale`): keys = the prefix K (b, T,
+    [1,] d) then the tokens' k, values likewise -> (b, n, heads * d)."""
+    if qkv.is_cuda:
+        return _triton_expert().mqa_attention_rotated(qkv, k_prefix, v_prefix, mask, heads,
+                                                      scale, tiles)
+    return mqa_attention_rotated_reference(qkv, k_prefix, v_prefix, mask, heads, scale)
+
+
+def mqa_attention_rotated_reference(qkv, k_prefix, v_prefix, mask, heads, scale):
+    b, n, _ = qkv.shape
+    d = k_prefix.shape[-1]
+    q, k, v = qkv.float().split([heads * d, d, d], dim=-1)
+    keys = torch.cat([k_prefix.float().reshape(b, -1, d), k], dim=1)
+    values = torch.cat([v_prefix.float().reshape(b, -1, d), v], dim=1)
+    return _folded_attention(q.reshape(b, n, heads, d), keys, values, mask, heads,
+                             scale).to(qkv.dtype)
+
+
+@mqa_attention_rotated.register_fake
+def _(qkv, k_prefix, v_prefix, mask, heads, scale, tiles):
     return qkv.new_empty((qkv.shape[0], qkv.shape[1], heads * k_prefix.shape[-1]))
 
 

@@ -261,9 +261,12 @@ def _mqa_kernel(q_ptr, kp_ptr, vp_ptr, cos_ptr, sin_ptr, mask_ptr, m_ptr, l_ptr,
                 PRECISION: tl.constexpr, PDL: tl.constexpr = 0):
     """Rows = (token, head) pairs of q (token-major, as q's memory is) against one K/V head.
 
-    OWN (the expert): q_ptr is the raw qkv GEMM output; q and the tokens' own k are rotated
-    here, and the last key split is the tokens' own K/V. Otherwise q is already rotated and
-    every key is in kp/vp (the prefix). With one split the program normalises and writes its
+    OWN 1 (the expert): q_ptr is the raw qkv GEMM output; q and the tokens' own k are rotated
+    here, and the last key split is the tokens' own K/V. OWN 2 (the expert after a qkv GEMM
+    that rotated q and k itself): keys T.. are the tokens' own k/v in q_ptr's rows, read as
+    they are, after the prefix's in one index space (T + n keys split evenly, no split of
+    their own). OWN 0: q is already rotated and every key is in kp/vp (the prefix). With one
+    split the program normalises and writes its
     rows; with more, each split leaves (max, sum, output) for `_mqa_combine_kernel`, as
     flash-decoding does. (Rotating a 64-key block of own keys holds four float32 (keys, d/2)
     tiles at once: 255 registers a thread and 58 spilled on the H200. Rotating 16 keys at a
@@ -283,7 +286,7 @@ def _mqa_kernel(q_ptr, kp_ptr, vp_ptr, cos_ptr, sin_ptr, mask_ptr, m_ptr, l_ptr,
     q_at = q_ptr + b * stride_q_b + t[:, None] * stride_q_t + h[:, None] * 2 * HALF
     q1 = tl.load(q_at + d[None, :], mask=r_ok[:, None], other=0.0).to(tl.float32)
     q2 = tl.load(q_at + HALF + d[None, :], mask=r_ok[:, None], other=0.0).to(tl.float32)
-    if OWN:  # RoPE on q here
+    if OWN == 1:  # RoPE on q here
         cs = (b * n + t)[:, None] * HALF + d[None, :]
         c = tl.load(cos_ptr + cs)
         s_ = tl.load(sin_ptr + cs)
@@ -297,14 +300,24 @@ def _mqa_kernel(q_ptr, kp_ptr, vp_ptr, cos_ptr, sin_ptr, mask_ptr, m_ptr, l_ptr,
     l_i = tl.zeros((BM,), dtype=tl.float32)
     acc1 = tl.zeros((BM, HALF), dtype=tl.float32)
     acc2 = tl.zeros((BM, HALF), dtype=tl.float32)
-    if split < prefix_splits:  # a slice of the prefix K/V (already rotated)
+    if split < prefix_splits:  # a slice of the prefix K/V (already rotated)[, then own]
         start = split * keys_per_split
-        stop = tl.minimum(start + keys_per_split, T)
+        stop = tl.minimum(start + keys_per_split, T + n if OWN == 2 else T)
         for k0 in range(start, stop, BN):
             keys = k0 + tl.arange(0, BN)
             key_ok = keys < stop
-            k_at = kp_ptr + b * stride_kp_b + keys[:, None] * stride_kp_t + d[None, :]
-            v_at = vp_ptr + b * stride_vp_b + keys[:, None] * stride_vp_t + d[None, :]
+            if OWN == 2:  # keys T.. are the tokens' own, rotated by the qkv GEMM
+                own = keys >= T
+                at = tl.where(own, 0, keys)
+                mine = q_ptr + b * stride_q_b + tl.where(own, keys - T, 0)[:, None] * stride_q_t \
+                    + heads * 2 * HALF + d[None, :]
+                k_at = tl.where(own[:, None], mine,
+                                kp_ptr + b * stride_kp_b + at[:, None] * stride_kp_t + d[None, :])
+                v_at = tl.where(own[:, None], mine + 2 * HALF,
+                                vp_ptr + b * stride_vp_b + at[:, None] * stride_vp_t + d[None, :])
+            else:
+                k_at = kp_ptr + b * stride_kp_b + keys[:, None] * stride_kp_t + d[None, :]
+                v_at = vp_ptr + b * stride_vp_b + keys[:, None] * stride_vp_t + d[None, :]
             # (.to: prefix K/V stored narrower than q, e.g. FP8 in attention_probe.py's
             # 'expert_attention_keys', widen in registers; a no-op at q's own dtype)
             k1 = tl.load(k_at, mask=key_ok[:, None], other=0.0).to(dtype)
@@ -315,7 +328,7 @@ def _mqa_kernel(q_ptr, kp_ptr, vp_ptr, cos_ptr, sin_ptr, mask_ptr, m_ptr, l_ptr,
                            other=0)
             m_i, l_i, acc1, acc2 = _attend_block(q1, q2, k1, k2, v1, v2, keep, key_ok, m_i,
                                                  l_i, acc1, acc2, PRECISION)
-    elif OWN:  # the action tokens' own K/V, from the qkv GEMM; K rotated here
+    elif OWN == 1:  # the action tokens' own K/V, from the qkv GEMM; K rotated here
         for k0 in range(0, n, BN):
             j = k0 + tl.arange(0, BN)
             key_ok = j < n
@@ -383,8 +396,8 @@ def _attend(q, stride_q, k, v, mask, heads, scale, n, T, d, block_m, block_n, ke
     keep = (mask if mask.stride(-1) == 1 else mask.contiguous()).view(torch.uint8)
     rows = n * heads
     row_blocks = triton.cdiv(rows, block_m)
-    prefix_splits = triton.cdiv(T, keys_per_split)
-    splits = prefix_splits + (1 if own else 0)
+    prefix_splits = triton.cdiv(T + n if own == 2 else T, keys_per_split)
+    splits = prefix_splits + (1 if own == 1 else 0)
     out = torch.empty((b, n, heads * d), dtype=q.dtype, device=q.device)
     m = l_ = acc = out
     if splits > 1:
@@ -392,7 +405,7 @@ def _attend(q, stride_q, k, v, mask, heads, scale, n, T, d, block_m, block_n, ke
         m = torch.empty((b, splits, rows), **f32)
         l_ = torch.empty((b, splits, rows), **f32)
         acc = torch.empty((b, splits, rows, d), **f32)
-    if own:
+    if own == 1:
         cos, sin = cos.float().contiguous(), sin.float().contiguous()
     else:
         cos = sin = out
@@ -426,7 +439,23 @@ def mqa_attention(qkv, k_prefix, v_prefix, cos, sin, mask, heads, scale, tiles):
         raise ValueError(f'mqa_attention: qkv {tuple(qkv.shape)} is not q/k/v of {heads} heads '
                          f'of {d}')
     return _attend(qkv, qkv.stride()[:2], k_prefix, v_prefix, mask, heads, scale, n, T, d,
-                   block_m, block_n, keys_per_split, warps, stages, True, cos, sin, pdl)
+                   block_m, block_n, keys_per_split, warps, stages, 1, cos, sin, pdl)
+
+
+def mqa_attention_rotated(qkv, k_prefix, v_prefix, mask, heads, scale, tiles):
+    """mqa_attention after a qkv GEMM that rotated q and k itself (triton_premade's rope
+    epilogue): nothing is rotated here, and the action tokens' own keys follow the prefix's in
+    one index space, so the T + n keys split evenly and no split holds only the 50 own keys
+    (which every row block rotated again, in registers that spilled). tiles as mqa_attention's."""
+    block_m, block_n, keys_per_split, warps, stages = tiles[:5]
+    pdl = tiles[5] if len(tiles) > 5 else 0
+    b, n, width = qkv.shape
+    T, d = k_prefix.shape[1], k_prefix.shape[-1]
+    if width != (heads + 2) * d or qkv.stride(2) != 1:
+        raise ValueError(f'mqa_attention_rotated: qkv {tuple(qkv.shape)} is not q/k/v of '
+                         f'{heads} heads of {d}')
+    return _attend(qkv, qkv.stride()[:2], k_prefix, v_prefix, mask, heads, scale, n, T, d,
+                   block_m, block_n, keys_per_split, warps, stages, 2, pdl=pdl)
 
 
 def mqa_flash(q, k, v, mask, heads, scale, tiles):
@@ -440,4 +469,4 @@ def mqa_flash(q, k, v, mask, heads, scale, tiles):
         raise ValueError(f'mqa_flash: q {tuple(q.shape)} is not {heads} packed heads')
     T = k.shape[1]
     return _attend(q, q.stride()[:2], k, v, mask, heads, scale, n, T, d, block_m, block_n,
-                   T, warps, stages, False)
+                   T, warps, stages, 0)

@@ -48,6 +48,13 @@ SHARED_MEMORY = 220 * 1024  # what a program's pipeline stages may take (the H20
 # three stages of 256 keys exceed the shared memory; bench/results/h200_tile_candidates/)
 ATTENTION_CANDIDATES = ((16, 64, 128, 4, 1), (16, 64, 256, 4, 1), (16, 128, 256, 4, 1),
                         (32, 64, 128, 4, 1), (16, 64, 256, 4, 2), (16, 64, 512, 4, 2))
+# the rotated attention (the own keys after the prefix's, nothing rotated in the kernel:
+# triton_expert.mqa_attention_rotated): at 832 + 50 keys on the H200 128-key splits at two
+# stages took 8.7 us + 2.7 for the merge, against 11.5 + 2.6 for today's pair; 64-row blocks
+# (wgmma) and 448-key splits lost (attention_probe.py's anatomy, bench/results/h200_rope_qkv/)
+ROTATED_ATTENTION_CANDIDATES = ((16, 64, 128, 4, 2), (16, 64, 128, 4, 1), (16, 64, 256, 4, 2),
+                                (16, 32, 128, 4, 2), (16, 32, 128, 4, 3), (16, 64, 192, 4, 2),
+                                (32, 64, 128, 4, 2))
 # (block_m, block_n, warps, stages) of the prefix's flash attention: every program sweeps all
 # keys (968 in pi05_full; 7,744 query rows give 61-242 row blocks, about one wave)
 FLASH_CANDIDATES = ((64, 64, 4, 2), (64, 32, 4, 3), (128, 64, 8, 2), (128, 32, 8, 3),
@@ -156,8 +163,17 @@ def premade_candidates(rows: int, n: int, k: int, geglu: bool, itemsize: int) ->
     return out
 
 
-def attention_candidates(head_dim: int) -> list:
-    return [list(c) for c in ATTENTION_CANDIDATES if head_dim // 2 >= 16]
+def attention_candidates(head_dim: int, rotated: bool = False) -> list:
+    """The expert attention's tilings; rotated: mqa_attention_rotated's."""
+    table = ROTATED_ATTENTION_CANDIDATES if rotated else ATTENTION_CANDIDATES
+    return [list(c) for c in table if head_dim // 2 >= 16]
+
+
+def rope_premade_candidates(rows: int, n: int, k: int, head_dim: int, itemsize: int) -> list:
+    """premade_candidates of a q/k/v GEMM whose epilogue rotates (triton_premade's rope): a
+    program's block_w / 2 rows of each half of a head must tile the half."""
+    return [c for c in premade_candidates(rows, n, k, False, itemsize)
+            if (head_dim // 2) % (c[0] // 2) == 0]
 
 
 def flash_candidates() -> list:
@@ -165,7 +181,7 @@ def flash_candidates() -> list:
 
 
 def pick(candidates: list, launch, on_gpu: bool, cached: dict | None = None,
-         calls: int = 1, reference: list | None = None) -> Choice:
+         calls: int = 1, reference: list | None = None, time_reference: bool = True) -> Choice:
     """The fastest of `candidates` for `launch(tiles)` (median of CUDA-graph replays, divided
     by the `calls` of the kernel one launch makes) on the GPU, or `cached` ({'tiles',
     'measured'}: a choice made before on this GPU model) when that measurement timed every one
@@ -174,7 +190,9 @@ def pick(candidates: list, launch, on_gpu: bool, cached: dict | None = None,
     With `reference` (one of the candidates, e.g. the library form), every other candidate's
     output (what `launch` returns) must agree with the reference's within `agreement` before
     it is timed: a tiling a kernel computes wrongly is refused with its error instead of
-    winning because it is fast (the build's parity check would only fail at the end)."""
+    winning because it is fast (the build's parity check would only fail at the end). With
+    time_reference False the reference only checks (a float32 reference implementation, not
+    a form the part can take): it is listed as not timed, and never picked."""
     if not candidates:
         raise ValueError('tuning: no tile candidate fits this shape')
     if cached is not None and list(cached['tiles']) in [list(c) for c in candidates] \
@@ -191,6 +209,9 @@ def pick(candidates: list, launch, on_gpu: bool, cached: dict | None = None,
                 out = launch(tiles)  # also compiles, outside the timing's capture
                 if tiles == reference:
                     want = [t.detach().clone() for t in _tensors(out)]
+                    if not time_reference:
+                        timings[str(tiles)] = 'reference, not timed'
+                        continue
                 elif want is not None:
                     errors[str(tiles)] = error = disagreement(out, want)
                     if not error <= agreement(want):

@@ -45,6 +45,8 @@ import os
 import sys
 
 import torch
+import triton
+import triton.language as tl
 from torch.nn import functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
@@ -235,6 +237,114 @@ def expert_attention_mask_stride():
     return out
 
 
+def _launch_mqa(q, stride_q, k, v, mask, T, own, tiles, cos=None, sin=None, combine=True):
+    """`triton_expert._attend`'s two launches, the second (the key slices' merge) optional, so
+    that each kernel of the pair can be timed alone. k/v (b, T, d) at any token stride."""
+    from lamp_ros.kernels import triton_expert as te
+    block_m, block_n, kps, warps, stages = tiles
+    b, n = q.shape[0], q.shape[1]
+    rows = n * HEADS
+    row_blocks = -(-rows // block_m)
+    prefix_splits = -(-T // kps)
+    splits = prefix_splits + (1 if own else 0)
+    out = torch.empty((b, n, HEADS * D), dtype=BF, device=DEV)
+    f32 = dict(dtype=torch.float32, device=DEV)
+    m = torch.empty((b, splits, rows), **f32)
+    l_ = torch.empty((b, splits, rows), **f32)
+    acc = torch.empty((b, splits, rows, D), **f32)
+    keep = mask.view(torch.uint8)
+    cs = (cos, sin) if own else (out, out)
+
+    def run():
+        te._mqa_kernel[(b * row_blocks, splits)](
+            q, k, v, *cs, keep, m, l_, acc, out, n, T, HEADS, stride_q[0], stride_q[1],
+            k.stride(0), k.stride(1), v.stride(0), v.stride(1), keep.stride(0), keep.stride(1),
+            row_blocks, prefix_splits, kps, D ** -0.5 * te.LOG2E, OWN=own, HALF=D // 2,
+            BM=block_m, BN=block_n, PRECISION=te._precision(q.dtype),
+            num_warps=warps, num_stages=stages)
+        if combine and splits > 1:
+            te._mqa_combine_kernel[(b * rows,)](m, l_, acc, out, rows, splits,
+                                                SPLITS=triton.next_power_of_2(splits), D=D,
+                                                num_warps=4)
+        return out
+    return run
+
+
+def expert_attention_anatomy():
+    """Where the expert attention's fixed ~9 us go, at the bench prompt's 832 prefix keys (820
+    valid), K/V strided as the prefix leaves them, 18 layers of distinct inputs: today's pair,
+    its first kernel alone, its own-key split alone (no prefix keys), its prefix splits alone
+    (q rotated before), and the form with no own split at all: q rotated and the own k rotated
+    and written after the prefix keys by the kernel before (the qkv GEMM's epilogue could), so
+    the attention is a plain flash-decoding over T + 50 keys, at several tilings (64-row blocks
+    too: Triton's wgmma). Plus an empty kernel's launch, the floor of any form."""
+    b, n, T, valid, out = 1, HORIZON, 832, 820, {}
+    scale = D ** -0.5
+    angle = torch.randn(b, n, D // 2, device=DEV)
+    cos, sin = angle.cos().contiguous(), angle.sin().contiguous()
+    qkv = [torch.randn(b, n, (HEADS + 2) * D, dtype=BF, device=DEV) for _ in range(LAYERS)]
+    # the prefix K/V and 50 rows after them (the own keys' place in the appended form)
+    kvbuf = [torch.randn(b, T + n, 2, D, dtype=BF, device=DEV) for _ in range(LAYERS)]
+    mask = torch.zeros(b, n, T + n, dtype=torch.bool, device=DEV)
+    mask[:, :, :valid] = True
+    mask[:, :, T:] = True
+    q_rot = []
+    for i in range(LAYERS):
+        q, k, v = qkv[i].split([HEADS * D, D, D], dim=-1)
+        q_rot.append(ops.rope(q.reshape(b, n, HEADS, D), cos, sin).reshape(b, n, HEADS * D))
+        kvbuf[i][:, T:, 0] = ops.rope(k.reshape(b, n, 1, D), cos, sin).reshape(b, n, D)
+        kvbuf[i][:, T:, 1] = v
+    kp = [buf[:, :T, 0] for buf in kvbuf]
+    vp = [buf[:, :T, 1] for buf in kvbuf]
+    want = ops.mqa_attention_reference(qkv[0], kp[0], vp[0], cos, sin, mask, HEADS, scale)
+    want_own = ops.mqa_attention_reference(qkv[0], kp[0][:, :0], vp[0][:, :0], cos, sin,
+                                           mask[:, :, T:], HEADS, scale)
+
+    def layers(make):
+        runs = [make(i) for i in range(LAYERS)]
+        return lambda: [r() for r in runs]
+
+    today = [16, 64, 256, 4, 2]
+    stride = qkv[0].stride()[:2]
+    out['today: mqa + combine'] = timed('today', layers(lambda i: _launch_mqa(
+        qkv[i], stride, kp[i], vp[i], mask, T, True, today, cos, sin)), want, per=LAYERS,
+        section='anatomy')
+    out['today: mqa kernel alone'] = timed('mqa alone', layers(lambda i: _launch_mqa(
+        qkv[i], stride, kp[i], vp[i], mask, T, True, today, cos, sin, combine=False)),
+        per=LAYERS, section='anatomy')
+    own_mask = mask[:, :, T:]
+    out['today: own-key split alone'] = timed('own alone', layers(lambda i: _launch_mqa(
+        qkv[i], stride, kp[i][:, :0], vp[i][:, :0], own_mask, 0, True, today, cos, sin)),
+        want_own, per=LAYERS, section='anatomy')
+    qstride = q_rot[0].stride()[:2]
+    out['prefix splits alone (q rotated before) + combine'] = timed(
+        'prefix alone', layers(lambda i: _launch_mqa(q_rot[i], qstride, kp[i], vp[i], mask, T,
+                                                     False, today)),
+        per=LAYERS, section='anatomy')
+    kall = [buf[:, :, 0] for buf in kvbuf]
+    vall = [buf[:, :, 1] for buf in kvbuf]
+    for tiles in ([16, 64, 256, 4, 2], [16, 64, 128, 4, 1], [16, 64, 128, 4, 2],
+                  [16, 64, 448, 4, 2], [32, 64, 128, 4, 2], [32, 64, 256, 4, 2],
+                  [32, 64, 256, 8, 2], [64, 64, 64, 4, 1], [64, 64, 128, 4, 2],
+                  [64, 64, 128, 8, 2], [64, 32, 128, 8, 2], [64, 64, 256, 8, 2],
+                  [64, 64, 64, 8, 1]):
+        for combine in (True, False):
+            name = f'own keys appended, q rotated before, {tiles}' + (
+                '' if combine else ', first kernel alone')
+            out[name] = timed(name, layers(lambda i, tiles=tiles, combine=combine: _launch_mqa(
+                q_rot[i], qstride, kall[i], vall[i], mask, T + n, False, tiles,
+                combine=combine)), want if combine else None, per=LAYERS, section='anatomy')
+    one = torch.zeros(1, device=DEV)
+    out['empty kernel'] = timed('empty', layers(lambda i: lambda: _noop[(1,)](one)),
+                                per=LAYERS, section='anatomy')
+    return out
+
+
+@triton.jit
+def _noop(x_ptr):
+    tl.store(x_ptr, 1.0)
+
+
 def vision_add_norm():
     x, y = torch.randn(2, 3, 256, 1152, dtype=BF, device=DEV)
     w, bias = torch.randn(2, 1152, dtype=BF, device=DEV)
@@ -250,6 +360,7 @@ def main():
                   ('expert_attention', expert_attention),
                   ('expert_attention_keys', expert_attention_keys),
                   ('expert_attention_mask_stride', expert_attention_mask_stride),
+                  ('expert_attention_anatomy', expert_attention_anatomy),
                   ('vision_add_norm', vision_add_norm)))
 
 

@@ -196,8 +196,10 @@ def step(layers, x, rotation, mask, counters, form: str):
     if prefetch and not PREFETCH_STREAM:
         PREFETCH_STREAM.append(torch.cuda.Stream())
     if 'premade' in words:
+        rope = next(([int(v) for v in w[5:].split('.')] if '=' in w else ROPE_ATTENTION
+                     for w in words if w.startswith('rope')), None)
         return premade_step(layers, x, rotation, mask, counters, tiles, pdl,
-                            'tmagemm' in words)
+                            'tmagemm' in words, rope)
     warm = 'warm' in words  # every layer's cuBLAS parts on layer 0's weights: L2-hot bound
     for L in layers:
         Lc = {**L, 'qkv': layers[0]['qkv'], 'gate_up': layers[0]['gate_up']} if warm else L
@@ -222,20 +224,33 @@ def step(layers, x, rotation, mask, counters, form: str):
 
 # premade_gemm's tiles (block_w, block_k, warps, stages, swap): tma_gemm_probe.py's best
 PREMADE = {'qkv': [32, 128, 4, 6, 0], 'gate_up': [32, 128, 4, 4, 0]}
+# the rotated attention's tiling in the 'rope' form (attention_probe.py's anatomy: the best of
+# 13 at 832 prefix keys + 50 own); 'rope=16.64.256.4.2' names another
+ROPE_ATTENTION = [16, 64, 128, 4, 2]
+Q_SCALE = D ** -0.5 * te.LOG2E  # q leaves the rope epilogue in log2 units
 
 
-def premade_step(layers, x, rotation, mask, counters, tiles, pdl, tma_gemm=False):
+def premade_step(layers, x, rotation, mask, counters, tiles, pdl, tma_gemm=False, rope=None):
     """The step with qkv and gate_up on triton_premade.premade_gemm: o and the previous
     layer's down make x * mod and the sums of squares in their epilogue (norm_pieces for the
     first layer), so no rms_norm and no GeGLU kernel runs. tma_gemm: o and down take x and W
     by tensor descriptor (expert_gemm's ninth tiles value). (The attention taking the prefix
-    K/V so, commit a2c3a10, lost: 42.3 / 42.1 us a layer against 40.3 / 40.3.)"""
+    K/V so, commit a2c3a10, lost: 42.3 / 42.1 us a layer against 40.3 / 40.3.) rope: the
+    attention's tiles when qkv rotates q and k in its epilogue (and scales q) and the
+    attention reads them so (te.mqa_attention_rotated), else None."""
     o_tiles, down_tiles = ([*tiles[part], pdl, int(tma_gemm)] for part in ('o', 'down'))
     xm, pieces = tp.norm_pieces(x, layers[0]['mod'], WIDTH // tiles['down'][1], pdl=pdl)
     for i, L in enumerate(layers):
-        qkv = tp.premade_gemm(xm, pieces, L['qkv'], L['b_qkv'], 1e-6, [*PREMADE['qkv'], pdl])
-        a = te.mqa_attention(qkv, L['kp'], L['vp'], *rotation, mask, HEADS, D ** -0.5,
-                             [*ATTENTION, pdl])
+        if rope is None:
+            qkv = tp.premade_gemm(xm, pieces, L['qkv'], L['b_qkv'], 1e-6,
+                                  [*PREMADE['qkv'], pdl])
+            a = te.mqa_attention(qkv, L['kp'], L['vp'], *rotation, mask, HEADS, D ** -0.5,
+                                 [*ATTENTION, pdl])
+        else:
+            qkv = tp.premade_gemm(xm, pieces, L['qkv'], L['b_qkv'], 1e-6,
+                                  [*PREMADE['qkv'], pdl], rope=(*rotation, HEADS, Q_SCALE))
+            a = te.mqa_attention_rotated(qkv, L['kp'], L['vp'], mask, HEADS, 1 / te.LOG2E,
+                                         [*rope, pdl])
         x, xm, pieces = te.expert_gemm(a, L['o'], o_tiles, counters=counters,
                                        residual=x, gate=L['gate_o'], mod_next=L['mod'])
         h = tp.premade_gemm(xm, pieces, L['gate'], L['b_gate'], 1e-6,
@@ -289,7 +304,7 @@ def kernel_resources() -> dict:
     """Registers, spills and shared memory of every compiled variant of the lamp kernels."""
     out = {}
     for fn in (te._expert_gemm_kernel, te._mqa_kernel, te._mqa_combine_kernel,
-               tk._norm_kernel, tk._geglu_kernel):
+               tk._norm_kernel, tk._geglu_kernel, tp._premade_kernel):
         name = fn.fn.__name__
         try:
             for cache in fn.device_caches.values():
@@ -347,6 +362,64 @@ def check_attention(dev) -> dict:
                     lambda: te.mqa_flash(q, kp, vp, pmask, HEADS, D ** -0.5, tiles))}
         except Exception as exc:  # a tiling the GPU rejects (shared memory)
             out[f'prefix flash {tiles}'] = {'rejected': str(exc)[-200:]}
+    return out
+
+
+def check_rope(L, x, rotation, mask) -> dict:
+    """The qkv GEMM with its rope epilogue and the rotated attention, each alone on 18 layers'
+    weights (us a layer) beside today's pair, and their bf16 error against the float32
+    references (max error / max |ref|)."""
+    xm, pieces = tp.norm_pieces(x, L[0]['mod'], 32)
+    out = {}
+    for tiles in ([32, 128, 4, 6, 0], [32, 128, 4, 4, 0], [32, 128, 4, 8, 0],
+                  [64, 128, 4, 6, 1], [64, 128, 4, 4, 1], [16, 128, 4, 8, 0]):
+        for rope in (None, (*rotation, HEADS, Q_SCALE)):
+            name = f'qkv {tiles}' + (' rope' if rope else '')
+            try:
+                def run(tiles=tiles, rope=rope):
+                    return [tp.premade_gemm(xm, pieces, each['qkv'], each['b_qkv'], 1e-6,
+                                            tiles, rope=rope) for each in L]
+                us = 1e3 * tuning.gpu_time_ms(run) / len(L)
+                got = run()[0].float()
+                want = (ops.premade_linear_rope_reference(
+                    xm, pieces, L[0]['qkv'], L[0]['b_qkv'], *rope, 1e-6) if rope else
+                    ops.premade_linear_reference(xm, pieces, L[0]['qkv'], L[0]['b_qkv'],
+                                                 1e-6)).float()
+                out[name] = {'us': round(us, 2), 'rel_error': float(
+                    (got - want).abs().max() / want.abs().max())}
+            except Exception as exc:  # a tiling the GPU rejects
+                out[name] = f'rejected: {type(exc).__name__}: {str(exc)[-200:]}'
+            print(name, out[name], flush=True)
+    plain = [tp.premade_gemm(xm, pieces, each['qkv'], each['b_qkv'], 1e-6, PREMADE['qkv'])
+             for each in L]
+    rotated = [tp.premade_gemm(xm, pieces, each['qkv'], each['b_qkv'], 1e-6, PREMADE['qkv'],
+                               rope=(*rotation, HEADS, Q_SCALE)) for each in L]
+    want = ops.mqa_attention_reference(plain[0], L[0]['kp'], L[0]['vp'], *rotation, mask,
+                                       HEADS, D ** -0.5).float()
+
+    def today():
+        return [te.mqa_attention(plain[i], each['kp'], each['vp'], *rotation, mask, HEADS,
+                                 D ** -0.5, ATTENTION) for i, each in enumerate(L)]
+    got = today()[0].float()
+    out[f'attention today {ATTENTION}'] = {
+        'us': round(1e3 * tuning.gpu_time_ms(today) / len(L), 2),
+        'rel_error': float((got - want).abs().max() / want.abs().max())}
+    print('attention today', out[f'attention today {ATTENTION}'], flush=True)
+    for tiles in ([16, 64, 128, 4, 2], [16, 64, 128, 4, 1], [16, 64, 256, 4, 2],
+                  [16, 32, 128, 4, 2], [16, 32, 128, 4, 3], [16, 64, 192, 4, 2],
+                  [32, 64, 128, 4, 2], [64, 64, 64, 8, 1]):
+        name = f'attention rotated {tiles}'
+        try:
+            def run(tiles=tiles):
+                return [te.mqa_attention_rotated(rotated[i], each['kp'], each['vp'], mask,
+                                                 HEADS, 1 / te.LOG2E, tiles)
+                        for i, each in enumerate(L)]
+            got = run()[0].float()
+            out[name] = {'us': round(1e3 * tuning.gpu_time_ms(run) / len(L), 2),
+                         'rel_error': float((got - want).abs().max() / want.abs().max())}
+        except Exception as exc:  # a tiling the GPU rejects (shared memory)
+            out[name] = f'rejected: {type(exc).__name__}: {str(exc)[-200:]}'
+        print(name, out[name], flush=True)
     return out
 
 
@@ -447,6 +520,8 @@ def main():
     if 'premade' in args.forms:
         report['premade_check'] = check_premade(layers[0], x, counters)
         print('premade check', report['premade_check'], flush=True)
+    if 'rope' in args.forms:
+        report['rope_check'] = check_rope(layers, x, rotation, mask)
     report['counters_left'] = int(counters.abs().sum())
     report['kernel_resources'] = kernel_resources()
     save_report(report, args.out)

@@ -422,3 +422,47 @@ def test_prefix_attention_agrees_in_either_form(optimised, flash):
     targets = {str(n.target) for n in program.graph.nodes if n.op == 'call_function'}
     assert ('lamp.mqa_flash.default' in targets) == flash
     assert ('lamp.masked_softmax.default' in targets) == (not flash)
+
+
+def test_expert_rope_in_qkv_keeps_the_outputs_and_exports(optimised, monkeypatch):
+    """A premade qkv that rotates q and k in its epilogue and the attention that reads them so
+    (LAMP_EXPERT_ROPE=1 asks for the pair here; on the GPU the build times it against the pair
+    as chosen): the stage computes what the passes' stage does, the exported program names
+    the two operators instead of premade_linear and mqa_attention, and the pair's tiles are
+    its own forms' choices. Without the variable, off the GPU, nothing changes."""
+    graph, _, passed, values = optimised
+    switched = {'denoise': copy.deepcopy(passed['denoise'])}
+    use_kernels(switched)
+    stage = switched['denoise']
+    layers = stage.layers
+    for layer in layers:
+        layer.expert_kernels.tiles['qkv'] = _premade_tiles(layer, 'qkv')
+    monkeypatch.delenv('LAMP_EXPERT_ROPE', raising=False)
+    out = {}
+    lowering._choose_rope(stage, layers, {}, False, out)
+    assert out == {} and not any(layer.expert_kernels.rope for layer in layers)
+    monkeypatch.setenv('LAMP_EXPERT_ROPE', '1')
+    lowering._choose_rope(stage, layers, {}, False, out)
+    w = layers[0].attn.in_proj.linears()[0].weight
+    d = stage.cfg.expert.head_dim
+    for layer in layers:
+        kern = layer.expert_kernels
+        assert kern.rope == 1 and kern.rotates_in_qkv()
+        assert kern.tiles['qkv'] == tuning.rope_premade_candidates(
+            50, w.shape[0], w.shape[1], d, w.element_size())[0]
+        assert kern.tiles['attention'] == tuning.attention_candidates(d, rotated=True)[0]
+    assert sorted(key.split()[0] for key in out) == ['attention_rotated', 'qkv_rope']
+    args = tuple(_args(graph, 'denoise', values))
+    torch.testing.assert_close(_outputs(stage, args), _outputs(passed['denoise'], args),
+                               atol=2e-5, rtol=0)
+    with torch.no_grad():
+        program = torch.export.export(stage, args, strict=False)
+    torch.testing.assert_close(_outputs(program.module(), args),
+                               _outputs(passed['denoise'], args), atol=2e-5, rtol=0)
+    calls = [str(n.target) for n in program.graph.nodes if n.op == 'call_function'
+             and str(n.target).startswith('lamp.')]
+    steps = stage.cfg.num_steps
+    assert calls.count('lamp.premade_linear_rope.default') == steps * len(layers)
+    assert calls.count('lamp.mqa_attention_rotated.default') == steps * len(layers)
+    assert 'lamp.premade_linear.default' not in calls
+    assert 'lamp.mqa_attention.default' not in calls

@@ -200,6 +200,55 @@ def test_expert_attention_matches_the_reference(tiles, n):
     torch.testing.assert_close(got, want, atol=3e-5, rtol=0)
 
 
+@pytest.mark.parametrize('swap', [0, 1])
+def test_premade_qkv_rotates_q_and_k_in_its_epilogue(swap):
+    """premade_gemm's rope epilogue (each program: the same dims of both halves of a head, as
+    one box of the weight) against its reference; and the pair the expert runs with it, the
+    rotated attention reading q pre-scaled in log2 units, against today's pair on the plain
+    premade output: the same attention."""
+    torch.manual_seed(0)
+    heads, d, n, width = 2, 32, 50, 64
+    x = torch.randn(1, n, width)
+    w = torch.randn((heads + 2) * d, width) / 8
+    mod, bias = 1 + torch.randn(width) / 10, torch.randn((heads + 2) * d)
+    angle = torch.randn(1, n, d // 2)
+    cos, sin = angle.cos(), angle.sin()
+    xm, pieces = triton_premade.norm_pieces(x, mod, 8)
+    q_scale = d ** -0.5 * triton_expert.LOG2E
+    for tiles in ([32, 32, 4, 2, swap], [16, 32, 4, 2, swap]):  # 1 and 2 programs a head
+        got = triton_premade.premade_gemm(xm, pieces, w, bias, 1e-6, tiles,
+                                          rope=(cos, sin, heads, q_scale))
+        torch.testing.assert_close(got, ops.premade_linear_rope_reference(
+            xm, pieces, w, bias, cos, sin, heads, q_scale, 1e-6), atol=3e-5, rtol=0)
+    with pytest.raises(ValueError, match='half'):  # 32 rows of each half: wider than d/2
+        triton_premade.premade_gemm(xm, pieces, w, bias, 1e-6, [64, 32, 4, 2, swap],
+                                    rope=(cos, sin, heads, q_scale))
+    k_prefix, v_prefix = torch.randn(2, 1, 37, 1, d)
+    mask = torch.rand(1, n, 37 + n) > 0.3
+    plain = triton_premade.premade_gemm(xm, pieces, w, bias, 1e-6, [32, 32, 4, 2, swap])
+    want = ops.mqa_attention_reference(plain, k_prefix, v_prefix, cos, sin, mask, heads,
+                                       d ** -0.5)
+    got = triton_expert.mqa_attention_rotated(got, k_prefix, v_prefix, mask, heads,
+                                              1 / triton_expert.LOG2E, [16, 16, 32, 4, 2])
+    torch.testing.assert_close(got, want, atol=3e-5, rtol=0)
+
+
+@pytest.mark.parametrize('tiles, n', [([16, 16, 16, 4, 1], 7), ([32, 16, 32, 4, 2], 7),
+                                      ([16, 16, 64, 4, 1], 7), ([16, 16, 32, 4, 2], 37)])
+def test_rotated_expert_attention_matches_the_reference(tiles, n):
+    """The own keys after the prefix's in one index space: splits that straddle them, and a
+    prefix K/V strided as the prefix leaves it (k and v of one buffer)."""
+    torch.manual_seed(0)
+    b, heads, d, prefix = 2, 4, 32, 37
+    qkv = torch.randn(b, n, (heads + 2) * d)
+    kv = torch.randn(b, prefix, 2, 1, d)
+    mask = torch.rand(b, n, prefix + n) > 0.3
+    mask[0, 2] = False  # a fully masked token: uniform over every key, as the eager code
+    args = (qkv, kv[:, :, 0], kv[:, :, 1], mask, heads, d ** -0.5)
+    torch.testing.assert_close(triton_expert.mqa_attention_rotated(*args, tiles),
+                               ops.mqa_attention_rotated_reference(*args), atol=3e-5, rtol=0)
+
+
 @pytest.mark.parametrize('tiles', [[16, 16, 4, 1], [32, 8, 4, 2]])
 def test_prefix_flash_attention_matches_the_reference(tiles):
     torch.manual_seed(0)

@@ -20,6 +20,12 @@ o or down, or before the first layer, `lamp::norm_pieces`), and the part is one 
 weight-streaming GEMM with rstd, bias and GeGLU in its epilogue (`lamp::premade_linear`,
 `lamp::premade_geglu`): no norm kernel, no GeGLU kernel, no prologue in the GEMM's loop.
 
+A premade qkv before a fused attention may also rotate q and k in its epilogue (`rope`:
+`lamp::premade_linear_rope`, its program taking the same dims of both halves of a head), and
+the attention then reads them as they are, the action tokens' own keys after the prefix's in
+one index space (`lamp::mqa_attention_rotated`): no split of their own, which every row block
+rotated again in spilling registers. The build times the pair both ways and keeps the faster.
+
 Which wins depends on the shape and the GPU (on the H200 cuBLAS streams a 1024-wide weight
 faster than our Triton GEMM once the norm sits in its prologue; the premade forms beat both;
 the fused attention and gated GEMMs win), so the lowering times every form, with every tile
@@ -30,6 +36,8 @@ descriptor-load flag). (A premade part is timed on a made input: the few us
 its producer's epilogue adds are not in its figure.) Every form computes the float32 reference
 math of the passes' layer; only rounding points differ.
 """
+
+import math
 
 import torch
 from torch import nn
@@ -45,6 +53,9 @@ PREMADE = 5  # the length of a premade form's tiles (triton_premade: block_w, bl
 # stages, swap); a fused GEMM's have 7
 FIRST_PIECES = 32  # pieces of the sums of squares norm_pieces makes (a power of two)
 GATED_TMA = ('o', 'down')  # the parts whose fused GEMM may load by tensor descriptor
+# with `rope` on, the premade qkv leaves q multiplied by head_dim^-0.5 * log2(e) (the
+# attention's softmax works in powers of 2), and the attention's own scale is what is left
+LOG2E = 1 / math.log(2)
 
 
 def form(tiles: list) -> str:
@@ -84,6 +95,11 @@ class ExpertKernels(nn.Module):
         # the fused gated GEMMs (o, down) load x and W by tensor descriptor (1) instead of by
         # pointer (0): the same numbers, the ninth value of their tiles (GATED_TMA)
         self.tma = 0
+        # 1: a premade qkv rotates q and k (and scales q) in its epilogue, and the fused
+        # attention reads them as they are, the own keys after the prefix's
+        # (lamp::premade_linear_rope, lamp::mqa_attention_rotated); the two parts' tiles are
+        # then those forms' choices
+        self.rope = 0
 
     @staticmethod
     def applies(layer) -> bool:
@@ -100,7 +116,15 @@ class ExpertKernels(nn.Module):
                 and all(lin.bias is None for lin in linears))
 
     def form(self, part: str) -> str:
+        """form() of the part's tiles (the attention's: 'library' or not; its tiles are 5
+        values, as a premade GEMM's)."""
         return form(self.tiles[part])
+
+    def rotates_in_qkv(self) -> bool:
+        """Whether q and k leave the qkv part rotated: `rope` on, with the two forms it needs
+        (a premade qkv, a fused attention)."""
+        return bool(self.rope) and self.form('qkv') == 'premade' \
+            and self.tiles['attention'] != LIBRARY
 
     def step(self, layer, x, step: int, k_prefix, v_prefix, mask, rotation, carry=None,
              following=None) -> tuple:
@@ -108,7 +132,7 @@ class ExpertKernels(nn.Module):
         (x * mod, pieces) of x that the layer before made for this layer's premade qkv, or
         None; following: the next layer's ExpertKernels (whether its qkv is premade decides
         whether this layer's down makes them) -> (x, carry for the next layer)."""
-        qkv = self.qkv(layer, x, step, carry)
+        qkv = self.qkv(layer, x, step, carry, rotation)
         x, carry = self.o(layer, self.attention(layer, qkv, k_prefix, v_prefix, mask, rotation),
                           x, step, self.mlp_mod[step] if self.form('gate_up') == 'premade'
                           else None)
@@ -133,13 +157,19 @@ class ExpertKernels(nn.Module):
             return carry
         return kernel_ops.norm_pieces(x, mod, min(FIRST_PIECES, x.shape[-1]), self.pdl)
 
-    def qkv(self, layer, x, step, carry=None):
-        """adaRMS(x) @ Wqkv^T -> the raw (unrotated) q/k/v of the action tokens."""
+    def qkv(self, layer, x, step, carry=None, rotation=None):
+        """adaRMS(x) @ Wqkv^T -> the raw (unrotated) q/k/v of the action tokens, or with
+        rotates_in_qkv() q and k rotated by `rotation` and q scaled (see LOG2E)."""
         w, tiles = layer.attn.in_proj.linears()[0].weight, self._tiles('qkv')
         if tiles == LIBRARY:
             return F.linear(layer.input_norm(x, step, self.pdl)[0], w)
         if self.form('qkv') == 'premade':
             xm, pieces = self._premade_input(x, self.attn_mod[step], carry)
+            if self.rotates_in_qkv():
+                cfg = layer.attn.cfg
+                return kernel_ops.premade_linear_rope(
+                    xm, pieces, w, self.attn_bias[step], *rotation, cfg.num_heads,
+                    cfg.head_dim ** -0.5 * LOG2E, layer.input_norm.eps, tiles)
             return kernel_ops.premade_linear(xm, pieces, w, self.attn_bias[step],
                                              layer.input_norm.eps, tiles)
         return kernel_ops.ada_linear(x, w, self.attn_mod[step], self.attn_bias[step],
@@ -148,6 +178,9 @@ class ExpertKernels(nn.Module):
     def attention(self, layer, qkv, k_prefix, v_prefix, mask, rotation):
         """Every query head against the prefix K/V and the tokens' own -> (b, n, heads * d)."""
         cfg, tiles = layer.attn.cfg, self._tiles('attention')
+        if self.rotates_in_qkv():
+            return kernel_ops.mqa_attention_rotated(qkv, k_prefix, v_prefix, mask,
+                                                    cfg.num_heads, 1 / LOG2E, tiles)
         if tiles != LIBRARY:
             return kernel_ops.mqa_attention(qkv, k_prefix, v_prefix, *rotation, mask,
                                             cfg.num_heads, cfg.head_dim ** -0.5, tiles)
