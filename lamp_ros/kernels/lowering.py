@@ -86,6 +86,10 @@ def use_kernels(modules: dict, tuning_out: dict | None = None,
                               for layer in stage.layers)
                 if premade:
                     counts[f'expert_premade_{part}'] = premade
+            rotating = sum(layer.expert_kernels is not None
+                           and layer.expert_kernels.rotates_in_qkv() for layer in stage.layers)
+            if rotating:
+                counts['expert_rope_in_qkv'] = rotating
             pdl = expert_pdl(stage)
             if fused and pdl:
                 for layer in stage.layers:

@@ -7,9 +7,12 @@ Usage: python3 scripts/device/kernels_check.py [fp8 | norms | lt_linear | letter
 line per kernel and shape; a name checks that group alone)
 """
 
+import math
+
 import torch
 from torch.nn import functional as F
 
+from lamp_ros.compiler.passes.expert_kernels import PARTS
 from lamp_ros.kernels import ops, triton_kernels, tuning
 
 
@@ -229,15 +232,27 @@ def check_expert_layer(rows=50, width=1024, heads=8, d=256, mlp=4096, prefix=968
         'down': (ops.gated_linear, (h, w_down, x, gate), ops.gated_linear_reference,
                  tuning.gemm_candidates(rows, width, mlp)),
     }
+    # the pair the build may take instead of a premade qkv and the attention above: q and k
+    # rotated in the GEMM's epilogue, q in log2 units (not in the five parts' sum)
+    xm, pieces = ops.norm_pieces(x, mod, 32)
+    q_scale = d ** -0.5 / math.log(2)
+    cases['qkv_rope'] = (ops.premade_linear_rope, (xm, pieces, w_qkv, b_qkv, angle.cos(),
+                                                   angle.sin(), heads, q_scale, 1e-6),
+                         ops.premade_linear_rope_reference,
+                         tuning.rope_premade_candidates(rows, (heads + 2) * d, width, d, 2))
+    cases['attention_rotated'] = (ops.mqa_attention_rotated,
+                                  (qkv, k_prefix, v_prefix, mask, heads, math.log(2)),
+                                  ops.mqa_attention_rotated_reference,
+                                  tuning.attention_candidates(d, rotated=True))
     ok, total = True, 0.0
     for role, (op, args, reference, candidates) in cases.items():
-        extra = () if role == 'attention' else (counters,)
+        extra = (counters,) if role in ('qkv', 'o', 'gate_up', 'down') else ()
         choice = tuning.pick(candidates, lambda t: op(*args, t, *extra), on_gpu=True)
         times = [f'{k} {v if isinstance(v, str) else f"{v * 1e3:.1f}"}'
                  for k, v in choice.timings.items()]
         print(f'expert {role}: ' + ', '.join(times))
         best = min(v for v in choice.timings.values() if isinstance(v, float))
-        total += best
+        total += best if role in PARTS else 0.0
         want = reference(*args).float()
         worst = 0.0  # every tiling that ran, split-K ones twice (their counters must reset)
         for tiles in candidates:

@@ -452,6 +452,8 @@ def test_expert_rope_in_qkv_keeps_the_outputs_and_exports(optimised, monkeypatch
             50, w.shape[0], w.shape[1], d, w.element_size())[0]
         assert kern.tiles['attention'] == tuning.attention_candidates(d, rotated=True)[0]
     assert sorted(key.split()[0] for key in out) == ['attention_rotated', 'qkv_rope']
+    # the lowering's counts (plan.json's, what `lamp diff` compares) name the pair
+    assert use_kernels({'denoise': stage})['expert_rope_in_qkv'] == len(layers)
     args = tuple(_args(graph, 'denoise', values))
     torch.testing.assert_close(_outputs(stage, args), _outputs(passed['denoise'], args),
                                atol=2e-5, rtol=0)
