@@ -431,15 +431,8 @@ def mqa_attention(qkv, k_prefix, v_prefix, cos, sin, mask, heads, scale, tiles):
     One program per (block of query rows, slice of keys) keeps the GPU busy at 50 queries; a
     second kernel merges the slices' (max, sum, output) as flash-decoding does. tiles =
     (block_m, block_n, keys_per_split, warps, stages[, pdl]): pdl as in expert_gemm."""
-    block_m, block_n, keys_per_split, warps, stages = tiles[:5]
-    pdl = tiles[5] if len(tiles) > 5 else 0
-    b, n, width = qkv.shape
-    T, d = k_prefix.shape[1], k_prefix.shape[-1]
-    if width != (heads + 2) * d or qkv.stride(2) != 1:
-        raise ValueError(f'mqa_attention: qkv {tuple(qkv.shape)} is not q/k/v of {heads} heads '
-                         f'of {d}')
-    return _attend(qkv, qkv.stride()[:2], k_prefix, v_prefix, mask, heads, scale, n, T, d,
-                   block_m, block_n, keys_per_split, warps, stages, 1, cos, sin, pdl)
+    return _attend_expert('mqa_attention', 1, qkv, k_prefix, v_prefix, mask, heads, scale,
+                          tiles, cos, sin)
 
 
 def mqa_attention_rotated(qkv, k_prefix, v_prefix, mask, heads, scale, tiles):
@@ -447,15 +440,22 @@ def mqa_attention_rotated(qkv, k_prefix, v_prefix, mask, heads, scale, tiles):
     epilogue): nothing is rotated here, and the action tokens' own keys follow the prefix's in
     one index space, so the T + n keys split evenly and no split holds only the 50 own keys
     (which every row block rotated again, in registers that spilled). tiles as mqa_attention's."""
+    return _attend_expert('mqa_attention_rotated', 2, qkv, k_prefix, v_prefix, mask, heads,
+                          scale, tiles)
+
+
+def _attend_expert(name, own, qkv, k_prefix, v_prefix, mask, heads, scale, tiles, cos=None,
+                   sin=None):
+    """The expert's attention in `_mqa_kernel` mode `own` (1 or 2), qkv checked first."""
     block_m, block_n, keys_per_split, warps, stages = tiles[:5]
     pdl = tiles[5] if len(tiles) > 5 else 0
     b, n, width = qkv.shape
     T, d = k_prefix.shape[1], k_prefix.shape[-1]
     if width != (heads + 2) * d or qkv.stride(2) != 1:
-        raise ValueError(f'mqa_attention_rotated: qkv {tuple(qkv.shape)} is not q/k/v of '
-                         f'{heads} heads of {d}')
+        raise ValueError(f'{name}: qkv {tuple(qkv.shape)} is not q/k/v of {heads} heads '
+                         f'of {d}')
     return _attend(qkv, qkv.stride()[:2], k_prefix, v_prefix, mask, heads, scale, n, T, d,
-                   block_m, block_n, keys_per_split, warps, stages, 2, pdl=pdl)
+                   block_m, block_n, keys_per_split, warps, stages, own, cos, sin, pdl)
 
 
 def mqa_flash(q, k, v, mask, heads, scale, tiles):
