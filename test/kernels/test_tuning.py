@@ -51,6 +51,14 @@ def test_the_h200_cache_covers_pi05_full_with_current_candidates():
         f'prefix_attention {cfg.prefix_len}x{cfg.llm.num_heads}x{cfg.llm.head_dim}':
             tuning.flash_candidates(),
     }
+    # the qkv rotating q and k and the attention after it (lowering._choose_rope): each form's
+    # tilings (the float32 reference checks them, untimed), then the pair as chosen or rotated
+    attention = f'{rows}x{e.num_heads}x{e.head_dim} over {cfg.prefix_len}+{rows}'
+    candidates[f'qkv_rope {rows}x{qkv}x{width}'] = tuning.rope_premade_candidates(
+        rows, qkv, width, e.head_dim, 2)
+    candidates[f'attention_rotated {attention}'] = tuning.attention_candidates(
+        e.head_dim, rotated=True)
+    candidates[f'rope_in_qkv {rows}x{qkv}x{width} + {attention}'] = [[0], [1]]
     # the weight layouts of the vision's and prefix's plain linears (lowering.KN / NK)
     v, llm = cfg.vision, cfg.llm
     patches, kv = len(cfg.camera_slots) * v.num_patches, 2 * llm.num_kv_heads * llm.head_dim
@@ -189,6 +197,29 @@ def test_pick_refuses_a_candidate_that_disagrees_with_the_reference_form(monkeyp
     assert choice.timings['[3]'].startswith('rejected: disagrees with [] (max rel error inf')
     assert 0 < choice.errors['[1]'] < tuning.agreement(want) < choice.errors['[2]']
     assert tuning.agreement(want.float()) < tuning.agreement(want)
+
+
+def test_a_reference_that_only_checks_is_neither_timed_nor_picked(monkeypatch):
+    """time_reference=False: the reference (a float32 reference implementation, which would
+    be 'fast' when it returns a tensor made beforehand) checks the candidates, is listed as not
+    timed, so a cache of the choice covers it, and cannot win. (Stand-in clock, as above.)"""
+    want = torch.ones(2, 3)
+    monkeypatch.setattr(tuning, 'gpu_time_ms', lambda fn: {'[1]': 2.0, '[2]': 1.0}[
+        str(fn()[1])])
+    choice = tuning.pick([[1], [2], LIBRARY], lambda tiles: [want, tiles], on_gpu=True,
+                         reference=LIBRARY, time_reference=False)
+    assert choice.tiles == [2]
+    assert choice.timings == {'[]': 'reference, not timed', '[1]': 2.0, '[2]': 1.0}
+
+
+def test_rope_premade_candidates_pair_the_halves_of_a_head():
+    """A rotating qkv's program takes block_w / 2 dims of each half of a head: those must tile
+    the half (128 at pi0.5's head dim of 256, 16 at pi05_tiny's 32)."""
+    full = tuning.rope_premade_candidates(50, 2560, 1024, 256, 2)
+    assert full and all(128 % (c[0] // 2) == 0 for c in full)
+    tiny = tuning.rope_premade_candidates(50, 192, 64, 32, 4)
+    assert tiny and all(c[0] == 32 for c in tiny)  # the 64-row tilings' halves would not fit
+    assert all(c in tuning.premade_candidates(50, 192, 64, False, 4) for c in tiny)
 
 
 def test_disagreement_is_relative_to_the_largest_reference_value():
