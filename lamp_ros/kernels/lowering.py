@@ -444,24 +444,28 @@ def _choose_rope(stage: ExpertStage, layers: list, cache: dict, on_gpu: bool,
 
     shape = f'{rows}x{w.shape[0]}x{w.shape[1]}'
     attention_shape = f'{rows}x{heads}x{d} over {prefix}+{rows}'
-    picked = {}
-    for key, candidates, launch in (
-            (f'qkv_rope {shape}', tuning.rope_premade_candidates(
-                rows, w.shape[0], w.shape[1], d, w.element_size()), qkv_launch),
-            (f'attention_rotated {attention_shape}',
-             tuning.attention_candidates(d, rotated=True), attention_launch)):
-        if not candidates:  # no tiling fits these heads: the layers stay as chosen
-            run((0, plain['qkv'], plain['attention']), lambda *_: None)
+    problems = ((f'qkv_rope {shape}', tuning.rope_premade_candidates(
+                    rows, w.shape[0], w.shape[1], d, w.element_size()), qkv_launch),
+                (f'attention_rotated {attention_shape}',
+                 tuning.attention_candidates(d, rotated=True), attention_launch))
+    if not all(candidates for _, candidates, _ in problems):
+        return  # no tiling fits these heads: the layers stay as chosen
+    as_chosen, picked = (0, plain['qkv'], plain['attention']), {}
+    for key, candidates, launch in problems:
+        try:
+            choice = tuning.pick(candidates + [LIBRARY], launch, on_gpu, cache.get(key),
+                                 calls=len(layers), reference=LIBRARY, time_reference=False)
+        except RuntimeError as exc:  # every tiling refused here: an option lost, not a build
+            tuning_out[key] = {'tiles': None, 'source': f'every candidate failed: {exc}'[:400]}
+            run(as_chosen, lambda *_: None)
             return
-        choice = tuning.pick(candidates + [LIBRARY], launch, on_gpu, cache.get(key),
-                             calls=len(layers), reference=LIBRARY, time_reference=False)
         tuning_out[key] = _recorded(choice)
         picked[key.split()[0]] = choice.tiles
     rotated = (1, picked['qkv_rope'], picked['attention_rotated'])
     on = want == 1
     if want is None:
         def pair(tiles):
-            return run(rotated if tiles == [1] else (0, plain['qkv'], plain['attention']),
+            return run(rotated if tiles == [1] else as_chosen,
                        lambda i, L, k: k.attention(L, k.qkv(L, x, 0, carries[i], rotation),
                                                    *prefix_kv[i], mask, rotation))
         key = f'rope_in_qkv {shape} + {attention_shape}'
@@ -469,7 +473,7 @@ def _choose_rope(stage: ExpertStage, layers: list, cache: dict, on_gpu: bool,
                              reference=[0])
         tuning_out[key] = _recorded(choice)
         on = choice.tiles == [1]
-    run(rotated if on else (0, plain['qkv'], plain['attention']), lambda *_: None)
+    run(rotated if on else as_chosen, lambda *_: None)
 
 
 def _tuning_problems(stage: ExpertStage, layers: list) -> dict:
