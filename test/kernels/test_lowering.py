@@ -468,3 +468,29 @@ def test_expert_rope_in_qkv_keeps_the_outputs_and_exports(optimised, monkeypatch
     assert calls.count('lamp.mqa_attention_rotated.default') == steps * len(layers)
     assert 'lamp.premade_linear.default' not in calls
     assert 'lamp.mqa_attention.default' not in calls
+
+
+def test_a_rope_form_whose_every_tiling_fails_leaves_the_layers_as_chosen(
+        optimised, monkeypatch):
+    """Where every tiling of the rotating qkv is refused (tuning.pick raises; stood in for
+    here, since off the GPU nothing is timed or refused), the build goes on with the parts as
+    chosen and plan.json says why, instead of failing."""
+    _, _, passed, _ = optimised
+    switched = {'denoise': copy.deepcopy(passed['denoise'])}
+    use_kernels(switched)
+    stage = switched['denoise']
+    for layer in stage.layers:
+        layer.expert_kernels.tiles['qkv'] = _premade_tiles(layer, 'qkv')
+    before = [dict(layer.expert_kernels.tiles) for layer in stage.layers]
+
+    def refuse(*args, **kwargs):
+        raise RuntimeError('tuning: every candidate failed: {...}')
+    monkeypatch.setattr(tuning, 'pick', refuse)
+    monkeypatch.setenv('LAMP_EXPERT_ROPE', '1')
+    out = {}
+    lowering._choose_rope(stage, stage.layers, {}, False, out)
+    assert [dict(layer.expert_kernels.tiles) for layer in stage.layers] == before
+    assert not any(layer.expert_kernels.rotates_in_qkv() for layer in stage.layers)
+    (key, record), = out.items()
+    assert key.startswith('qkv_rope') and record['tiles'] is None
+    assert record['source'].startswith('every candidate failed')
