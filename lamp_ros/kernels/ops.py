@@ -16,6 +16,12 @@ from torch.nn import functional as F
 from lamp_ros.policies.gemma import rotate
 
 
+# log2(e): the attention kernels' softmax works in powers of 2, so their scores are scaled by
+# scale * LOG2E; premade_linear_rope may put that factor into q already
+# (ExpertKernels: q_scale = head_dim^-0.5 * LOG2E, the attention's scale 1 / LOG2E)
+LOG2E = 1.4426950408889634
+
+
 def _triton():
     from lamp_ros.kernels import triton_kernels
     return triton_kernels

@@ -20,6 +20,7 @@ import torch
 import triton
 import triton.language as tl
 
+from lamp_ros.kernels.ops import LOG2E  # noqa: F401  (also triton_expert.LOG2E)
 from lamp_ros.kernels.triton_kernels import dot_precision as _precision
 from lamp_ros.kernels.triton_kernels import gelu_tanh as _gelu_tanh
 from lamp_ros.kernels.triton_kernels import grid_dependency as _grid_dependency
@@ -27,7 +28,6 @@ from lamp_ros.kernels.triton_kernels import pdl_launch as _pdl_launch
 from lamp_ros.kernels.triton_kernels import rows as _rows
 
 FILL = tl.constexpr(-3.4028234663852886e38)  # the eager code's finite fill for masked logits
-LOG2E = 1.4426950408889634
 
 
 @triton.jit
@@ -266,11 +266,11 @@ def _mqa_kernel(q_ptr, kp_ptr, vp_ptr, cos_ptr, sin_ptr, mask_ptr, m_ptr, l_ptr,
     that rotated q and k itself): keys T.. are the tokens' own k/v in q_ptr's rows, read as
     they are, after the prefix's in one index space (T + n keys split evenly, no split of
     their own). OWN 0: q is already rotated and every key is in kp/vp (the prefix). With one
-    split the program normalises and writes its
-    rows; with more, each split leaves (max, sum, output) for `_mqa_combine_kernel`, as
-    flash-decoding does. (Rotating a 64-key block of own keys holds four float32 (keys, d/2)
-    tiles at once: 255 registers a thread and 58 spilled on the H200. Rotating 16 keys at a
-    time removed the spills but made the kernel slower, 16.8 -> 19.4 us: four serial blocks.)"""
+    split the program normalises and writes its rows; with more, each split leaves (max, sum,
+    output) for `_mqa_combine_kernel`, as flash-decoding does. (Rotating a 64-key block of own
+    keys holds four float32 (keys, d/2) tiles at once: 255 registers a thread and 58 spilled
+    on the H200. Rotating 16 keys at a time removed the spills but made the kernel slower,
+    16.8 -> 19.4 us: four serial blocks.)"""
     _grid_dependency(PDL, 1)
     pid = tl.program_id(0)
     split = tl.program_id(1)

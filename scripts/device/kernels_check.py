@@ -7,8 +7,6 @@ Usage: python3 scripts/device/kernels_check.py [fp8 | norms | lt_linear | letter
 line per kernel and shape; a name checks that group alone)
 """
 
-import math
-
 import torch
 from torch.nn import functional as F
 
@@ -235,13 +233,13 @@ def check_expert_layer(rows=50, width=1024, heads=8, d=256, mlp=4096, prefix=968
     # the pair the build may take instead of a premade qkv and the attention above: q and k
     # rotated in the GEMM's epilogue, q in log2 units (not in the five parts' sum)
     xm, pieces = ops.norm_pieces(x, mod, 32)
-    q_scale = d ** -0.5 / math.log(2)
+    q_scale = d ** -0.5 * ops.LOG2E
     cases['qkv_rope'] = (ops.premade_linear_rope, (xm, pieces, w_qkv, b_qkv, angle.cos(),
                                                    angle.sin(), heads, q_scale, 1e-6),
                          ops.premade_linear_rope_reference,
                          tuning.rope_premade_candidates(rows, (heads + 2) * d, width, d, 2))
     cases['attention_rotated'] = (ops.mqa_attention_rotated,
-                                  (qkv, k_prefix, v_prefix, mask, heads, math.log(2)),
+                                  (qkv, k_prefix, v_prefix, mask, heads, 1 / ops.LOG2E),
                                   ops.mqa_attention_rotated_reference,
                                   tuning.attention_candidates(d, rotated=True))
     ok, total = True, 0.0

@@ -37,8 +37,6 @@ its producer's epilogue adds are not in its figure.) Every form computes the flo
 math of the passes' layer; only rounding points differ.
 """
 
-import math
-
 import torch
 from torch import nn
 from torch.nn import functional as F
@@ -55,7 +53,7 @@ FIRST_PIECES = 32  # pieces of the sums of squares norm_pieces makes (a power of
 GATED_TMA = ('o', 'down')  # the parts whose fused GEMM may load by tensor descriptor
 # with `rope` on, the premade qkv leaves q multiplied by head_dim^-0.5 * log2(e) (the
 # attention's softmax works in powers of 2), and the attention's own scale is what is left
-LOG2E = 1 / math.log(2)
+LOG2E = kernel_ops.LOG2E
 
 
 def form(tiles: list) -> str:
