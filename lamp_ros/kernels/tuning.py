@@ -50,8 +50,9 @@ ATTENTION_CANDIDATES = ((16, 64, 128, 4, 1), (16, 64, 256, 4, 1), (16, 128, 256,
                         (32, 64, 128, 4, 1), (16, 64, 256, 4, 2), (16, 64, 512, 4, 2))
 # the rotated attention (the own keys after the prefix's, nothing rotated in the kernel:
 # triton_expert.mqa_attention_rotated): at 832 + 50 keys on the H200 128-key splits at two
-# stages took 8.7 us + 2.7 for the merge, against 11.5 + 2.6 for today's pair; 64-row blocks
-# (wgmma) and 448-key splits lost (attention_probe.py's anatomy, bench/results/h200_rope_qkv/)
+# stages took 8.7 us + 2.7 for the merge, against 11.5 + 2.6 for the pair that rotates in the
+# attention kernel (ATTENTION_CANDIDATES'); 64-row blocks (wgmma) and 448-key splits lost
+# (attention_probe.py's anatomy, bench/results/h200_rope_qkv/)
 ROTATED_ATTENTION_CANDIDATES = ((16, 64, 128, 4, 2), (16, 64, 128, 4, 1), (16, 64, 256, 4, 2),
                                 (16, 32, 128, 4, 2), (16, 32, 128, 4, 3), (16, 64, 192, 4, 2),
                                 (32, 64, 128, 4, 2))
