@@ -30,7 +30,7 @@ from pathlib import Path
 
 from lamp_ros.policies.config import get_preset
 from lamp_ros.policies.param_count import expert_params
-from lamp_ros.whitebox.ops import gpu_events, read_trace
+from lamp_ros.whitebox.ops import gpu_events, read_trace, time_by_name
 from lamp_ros.whitebox.plots import pyplot
 
 RESULTS = Path(__file__).resolve().parent / 'results'
@@ -109,19 +109,14 @@ def best_mlp_half_us(report: dict) -> float:
     return min(times)
 
 
-def tail_kernels_us(trace: dict, budget: Budget, attention_kernel: str = ATTENTION_KERNEL,
-                    top: int = 8) -> dict:
+def tail_kernels_us(trace: dict, attention_kernel: str = ATTENTION_KERNEL, top: int = 8) -> dict:
     """The tail's kernel durations per layer-step by name, largest first. Under programmatic
     dependent launch a duration holds the kernel's wait for the one before it, so these sum
     to more than the tail's span."""
     events = gpu_events(trace)
-    tail_stream, _ = _tail_stream(events, attention_kernel)
-    totals = {}
-    for name, stream, _, dur in events:
-        if stream == tail_stream:
-            totals[name] = totals.get(name, 0.0) + dur
-    ranked = sorted(totals.items(), key=lambda kv: -kv[1])[:top]
-    return {name: round(us / budget.tail_layer_steps, 2) for name, us in ranked}
+    tail_stream, steps = _tail_stream(events, attention_kernel)
+    totals = time_by_name([e for e in events if e[1] == tail_stream])
+    return {name: round(us / steps, 2) for name, (us, _) in list(totals.items())[:top]}
 
 
 def report_lines(budget: Budget, mlp_half_us: float | None) -> list:
@@ -192,7 +187,7 @@ def main():
         mlp_half = best_mlp_half_us(json.loads(Path(args.mlp_probe).read_text(encoding='utf-8')))
     for line in report_lines(budget, mlp_half):
         print(line)
-    kernels = tail_kernels_us(trace, budget)
+    kernels = tail_kernels_us(trace)
     print('the tail by kernel, us a layer-step (durations include dependent-launch waits):')
     for name, us in kernels.items():
         print(f'  {us:7.2f}  {name[:70]}')
