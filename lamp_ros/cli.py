@@ -95,7 +95,8 @@ def _bench(args) -> int:
 
 def _record(args) -> int:
     from lamp_ros.regress.record import record
-    result = record(args.out, args.duration, storage=args.storage)
+    result = record(args.out, args.duration, storage=args.storage,
+                    on_match=lambda topic: print(f'matched {topic}', flush=True))
     stopped = ', stopped by a signal' if result['stopped'] == 'signal' else ''
     print(f'recorded {result["messages"]} messages -> {result["bag"]} ({result["storage"]})'
           f'{stopped}')
@@ -116,8 +117,13 @@ def _replay(args) -> int:
                              **common)
         ok = not report['diverged']
     elif args.live:
-        from lamp_ros.regress.live import live_replay
-        report = live_replay(args.bag, rate=args.rate, **common)
+        from lamp_ros.regress.live import live_replay, LiveReplayError
+        try:
+            report = live_replay(args.bag, rate=args.rate,
+                                 discovery_timeout=args.discovery_timeout, **common)
+        except LiveReplayError as exc:
+            print(f'FAILED: {exc}', file=sys.stderr)
+            return 1
         ok = report['passed']
     else:
         report = rp.replay(args.bag, args.artifact, prompt=args.prompt, golden=args.golden,
@@ -140,6 +146,10 @@ def _replay(args) -> int:
         print(f'{"PASSED" if ok else "FAILED"}: {report["messages"]} commands, max abs error '
               f'{report["max_abs_error"]}, {report["within_tolerance_pct"]:.1f}% within '
               f'atol {args.atol} / rtol {args.rtol}; first failure: {report["first_failure"]}')
+        if args.live:
+            print(f'  graph matched after {report["discovery_s"]:.2f} s; '
+                  f'{report["commands_received"]} commands received, '
+                  f'{report["commands_matched"]} matched to the bag\'s')
     return 0 if ok else 1
 
 
@@ -215,6 +225,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('--against', help='second artifact: name the first diverging node')
     p.add_argument('--live', action='store_true', help='publish to a running node instead')
     p.add_argument('--rate', type=float, default=1.0, help='live mode: playback speed')
+    p.add_argument('--discovery-timeout', type=float, default=20.0,
+                   help='live mode: seconds to wait for the node\'s subscriptions and '
+                   'publisher before failing')
     p.add_argument('--golden', help='compare with this golden JSON instead of the bag')
     p.add_argument('--save-golden', help='write the produced commands as a golden JSON')
     p.add_argument('--prompt', default='pick up the red cube and place it in the bowl')

@@ -20,6 +20,7 @@ from rich.table import Table
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SPEC = os.path.join(ROOT, 'config', 'specs', 'pi05_tiny.yaml')
 ARTIFACT = os.path.join(ROOT, 'artifacts', 'pi05_tiny')
+FIRST_COMMAND_TIMEOUT_S = 60
 
 
 def spec_changes(artifact: str, spec: str) -> list:
@@ -93,16 +94,21 @@ def run_demo(seconds: float = 10.0, execution: str = 'async') -> int:
             executor.add_node(probe)
             thread = threading.Thread(target=executor.spin, daemon=True)
             thread.start()
-            end = time.monotonic() + 30
+            # the node loads and verifies the artifact, then discovery: seconds on a busy machine
+            end = time.monotonic() + FIRST_COMMAND_TIMEOUT_S
             while not commands and time.monotonic() < end and node.poll() is None:
                 time.sleep(0.1)
             if not commands:
-                console.print('[red]no command from vla_node; see its log above[/]')
+                executor.shutdown()
+                thread.join()
+                console.print(f'[red]no command from vla_node in {FIRST_COMMAND_TIMEOUT_S} s; '
+                              'see its log above[/]')
                 return 1
             console.print(f'running the simulated arm for {seconds:.0f} s '
                           f'({execution} inference, 22 Hz)...')
-            time.sleep(seconds)
+            time.sleep(seconds)  # the demo's length, not a wait for anything
             executor.shutdown()
+            thread.join()  # a spin thread alive at exit aborts the process in rclpy's C++
             followed = sim.commands
     finally:
         node.send_signal(signal.SIGINT)

@@ -21,10 +21,13 @@ def message_class(msgtype: str):
 
 
 def record(out: str, duration: float, storage: str = 'mcap', topic_types=None,
-           context=None, on_start=None) -> dict:
+           context=None, on_start=None, on_match=None) -> dict:
     """Record `topic_types` (default: every topic the node uses) for `duration` seconds, or
     until SIGINT / SIGTERM (Ctrl-C) when it runs its own ROS context in the main thread: the
-    bag is closed either way and `stopped` says which ended it."""
+    bag is closed either way and `stopped` says which ended it. `on_match(topic)` is called
+    once per topic when its subscription is first matched by a publisher: from then on the
+    recording holds what that publisher sends (whoever starts the node after the recorder
+    can wait for it instead of guessing how long discovery takes)."""
     import rclpy
     from rclpy.executors import SingleThreadedExecutor
     from rclpy.node import Node
@@ -55,11 +58,12 @@ def record(out: str, duration: float, storage: str = 'mcap', topic_types=None,
                 counts[topic] = counts.get(topic, 0) + 1
         return callback
 
+    unmatched = {}
     for topic, msgtype in topic_types.items():
         qos = qos_profile_sensor_data if msgtype in (topics.IMAGE, topics.COMPRESSED,
                                                      topics.JOINT_STATE) else 10
-        node.create_subscription(message_class(msgtype), topic, make_callback(topic, msgtype),
-                                 qos, raw=True)
+        unmatched[topic] = node.create_subscription(
+            message_class(msgtype), topic, make_callback(topic, msgtype), qos, raw=True)
     executor = SingleThreadedExecutor(context=context)
     executor.add_node(node)
     if on_start:
@@ -68,6 +72,10 @@ def record(out: str, duration: float, storage: str = 'mcap', topic_types=None,
     try:
         while time.monotonic() < end and not interrupted.is_set():
             executor.spin_once(timeout_sec=0.05)
+            for topic in [t for t, sub in unmatched.items() if sub.get_publisher_count()]:
+                del unmatched[topic]
+                if on_match:
+                    on_match(topic)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
