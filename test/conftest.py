@@ -115,8 +115,9 @@ def tiny_variant(tmp_path_factory):
 
 @pytest.fixture
 def make_harness():
-    """make_harness(artifact, sim=True, **node_params) -> a started RosHarness: vla_node as a
-    process plus a simulated arm, a lifecycle driver and probes here (stopped after the test)."""
+    """make_harness(artifact, sim=True, node_env=None, **node_params) -> a started RosHarness:
+    vla_node as a process (node_env: more environment for it) plus a simulated arm, a lifecycle
+    driver and probes here (stopped after the test)."""
     from ros_harness import RosHarness
     made = []
 

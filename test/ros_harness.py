@@ -22,7 +22,8 @@ from rclpy.parameter import Parameter
 
 
 class RosHarness:
-    def __init__(self, artifact: str, sim: bool = True, **node_params):
+    def __init__(self, artifact: str, sim: bool = True, node_env: dict | None = None,
+                 **node_params):
         from diagnostic_msgs.msg import DiagnosticArray
         from lifecycle_msgs.srv import ChangeState, GetState
         from std_msgs.msg import Float64MultiArray
@@ -37,15 +38,17 @@ class RosHarness:
         # holds 64 KB, and a file can be read while the node still runs (`log`).
         self._log = tempfile.NamedTemporaryFile('w+', prefix='vla_node_', suffix='.log')
         self.proc = subprocess.Popen(args, stdout=self._log, stderr=subprocess.STDOUT,
-                                     text=True, env=dict(os.environ, PYTHONUNBUFFERED='1'))
+                                     text=True, env=dict(os.environ, PYTHONUNBUFFERED='1',
+                                                         **(node_env or {})))
         self.context = rclpy.Context()
         rclpy.init(context=self.context)
         self.driver = Node('test_driver', context=self.context)
         self.sim = SimRobot(context=self.context) if sim else None
         self.commands, self.diagnostics, self.profiles, self.latency = [], [], [], []
         d = self.driver
-        d.create_subscription(JointTrajectory, '/vla_policy/joint_trajectory',
-                              lambda m: self.commands.append((time.monotonic(), m)), 50)
+        self.command_sub = d.create_subscription(
+            JointTrajectory, '/vla_policy/joint_trajectory',
+            lambda m: self.commands.append((time.monotonic(), m)), 50)
         d.create_subscription(DiagnosticArray, '/diagnostics',
                               lambda m: self.diagnostics.append((time.monotonic(), m)), 10)
         d.create_subscription(Float64MultiArray, '/vla_policy/profile',
@@ -129,6 +132,17 @@ class RosHarness:
                 return False
             time.sleep(0.05)
         return True
+
+    @classmethod
+    def wait_quiet(cls, count, quiet: float, timeout: float) -> bool:
+        """True once count() has not changed for `quiet` seconds (what was in flight has
+        arrived), False if it keeps changing for `timeout` seconds."""
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            before = count()
+            if not cls.wait_for(lambda: count() != before, min(quiet, end - time.monotonic())):
+                return True
+        return False
 
     def last_status(self):
         return self.diagnostics[-1][1].status[0] if self.diagnostics else None
