@@ -43,5 +43,7 @@ case "$job" in
     "$venv/bin/python" -m pytest -q -m 'ros or timing' test || rc=$?
     exit "$rc"
     ;;
-  *) echo "usage: bash scripts/run.sh {demo|test} [args...]" >&2; exit 2 ;;
+  # the flake gate (test/stress.sh): the ros/timing phase N times under a CPU hog
+  stress) exec bash "$root/test/stress.sh" "$@" ;;
+  *) echo "usage: bash scripts/run.sh {demo|test|stress} [args...]" >&2; exit 2 ;;
 esac
