@@ -3,7 +3,9 @@
     ros2 launch lamp_ros vla.launch.py artifact:=/path/to/artifact params_file:=/path/vla.yaml
 
 Parameters come from config/vla.yaml (installed with the package) or `params_file`; the
-`artifact` argument overrides the one in the file. Event handlers configure the node once it is
+`artifact` argument overrides the one in the file. `cyclone_interop:=true` starts the node with
+config/fastdds_interop.xml as its Fast DDS profile, for a robot whose stack runs on Cyclone DDS
+(the file says why). Event handlers configure the node once it is
 up and activate it once configured (works on Jazzy and Kilted).
 """
 
@@ -11,7 +13,9 @@ import os
 
 from ament_index_python.packages import get_package_share_directory
 from launch import LaunchDescription
-from launch.actions import DeclareLaunchArgument, EmitEvent, RegisterEventHandler
+from launch.actions import (DeclareLaunchArgument, EmitEvent, RegisterEventHandler,
+                            SetEnvironmentVariable)
+from launch.conditions import IfCondition
 from launch.events import matches_action
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import LifecycleNode
@@ -21,11 +25,19 @@ from lifecycle_msgs.msg import Transition
 
 
 def generate_launch_description():
-    default_params = os.path.join(get_package_share_directory('lamp_ros'), 'config', 'vla.yaml')
+    share = get_package_share_directory('lamp_ros')
+    default_params = os.path.join(share, 'config', 'vla.yaml')
     artifact = DeclareLaunchArgument('artifact', default_value='artifacts/pi05_tiny',
                                      description='compiled artifact directory')
     params_file = DeclareLaunchArgument('params_file', default_value=default_params,
                                         description='vla_node parameters (YAML)')
+    cyclone_interop = DeclareLaunchArgument(
+        'cyclone_interop', default_value='false',
+        description='true: Fast DDS without XTypes type information, so that a robot stack on '
+        'Cyclone DDS exchanges samples with the node (config/fastdds_interop.xml)')
+    interop_profile = SetEnvironmentVariable(
+        'FASTDDS_DEFAULT_PROFILES_FILE', os.path.join(share, 'config', 'fastdds_interop.xml'),
+        condition=IfCondition(LaunchConfiguration('cyclone_interop')))
     node = LifecycleNode(
         package='lamp_ros', executable='vla_node', name='vla_policy', namespace='',
         output='screen',
@@ -39,4 +51,5 @@ def generate_launch_description():
         entities=[EmitEvent(event=ChangeState(
             lifecycle_node_matcher=matches_action(node),
             transition_id=Transition.TRANSITION_ACTIVATE))]))
-    return LaunchDescription([artifact, params_file, activate_when_configured, node, configure])
+    return LaunchDescription([artifact, params_file, cyclone_interop, interop_profile,
+                              activate_when_configured, node, configure])

@@ -39,7 +39,12 @@ def test_launch_file_structure():
     declared = {args[0].value for node in ast.walk(tree) if isinstance(node, ast.Call)
                 and getattr(node.func, 'id', '') == 'DeclareLaunchArgument'
                 for args in [node.args]}
-    assert declared == {'artifact', 'params_file'}
+    assert declared == {'artifact', 'params_file', 'cyclone_interop'}
+    (interop,) = [n for n in ast.walk(tree) if isinstance(n, ast.Call)
+                  and getattr(n.func, 'id', '') == 'SetEnvironmentVariable']
+    assert interop.args[0].value == 'FASTDDS_DEFAULT_PROFILES_FILE'
+    assert 'fastdds_interop.xml' in ast.unparse(interop.args[1])
+    assert 'cyclone_interop' in ast.unparse(interop)  # only when asked for
     transitions = {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)
                    and n.attr.startswith('TRANSITION_')}
     assert transitions == {'TRANSITION_CONFIGURE', 'TRANSITION_ACTIVATE'}
