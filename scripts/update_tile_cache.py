@@ -1,9 +1,11 @@
 """Keep the tile choices a GPU build measured, for the next builds on that GPU model.
 
-    python3 scripts/update_tile_cache.py PLAN_JSON GPU_NAME      e.g. plan.json 'NVIDIA H200'
+    python3 scripts/update_tile_cache.py PLAN_JSON BUILD_JSON GPU_NAME
 
-PLAN_JSON is the plan.json of an artifact built on that GPU (the device tool brings it back);
-every choice it measured (not those it took from the cache) replaces the entry in
+PLAN_JSON and BUILD_JSON are the plan.json and evidence/build.json of an artifact built on that
+GPU (scripts/device/full_gpu.sh brings both back), GPU_NAME as torch names it ('NVIDIA H200'):
+the plan holds the tiles each cuda group chose, the evidence how each choice was made. Every
+choice the build measured (not those it took from the cache) replaces the entry in
 lamp_ros/kernels/tiles/<gpu>.json, with all candidate timings (lamp_ros/kernels/tuning.py).
 """
 
@@ -13,16 +15,24 @@ import sys
 from lamp_ros.kernels import tuning
 
 
-def main(argv: list) -> None:
-    if len(argv) != 2:
-        raise SystemExit(__doc__)
-    plan_path, gpu = argv
+def measured_tiles(plan_path: str, build_path: str) -> dict:
+    """{key: {'tiles', 'source', 'timings', ...}} of every cuda group of one build."""
     with open(plan_path, encoding='utf-8') as f:
         plan = json.load(f)
+    with open(build_path, encoding='utf-8') as f:
+        evidence = json.load(f).get('groups', {})
     tiles = {}
     for group in plan['groups']:
-        tiles.update(group.get('build', {}).get('tiles', {}))
-    written = tuning.record(gpu, tiles)
+        how = evidence.get(group['name'], {}).get('tuning', {})
+        tiles.update(tuning.join_record(group.get('build', {}).get('tiles', {}), how))
+    return tiles
+
+
+def main(argv: list) -> None:
+    if len(argv) != 3:
+        raise SystemExit(__doc__)
+    plan_path, build_path, gpu = argv
+    written = tuning.record(gpu, measured_tiles(plan_path, build_path))
     print(f'{tuning.cache_path(gpu)}: ' + (', '.join(written) if written else 'nothing measured'))
 
 

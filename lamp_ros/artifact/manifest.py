@@ -6,11 +6,12 @@ of every load and of every build's manifests on one core, while its pieces are c
 of them. Schema 1 manifests (one sha256 per file) are still read.
 
 The artifact id is the sha256 of the canonical manifest (without the id itself), so it changes
-exactly when a file, the target, the ABI or the tool versions change. Files whose content is
-expected to differ between two identical builds (build timings, a saved runtime profile) are
-listed under `volatile`:
-still checksummed at load, but left out of the id, so two compiles of the same spec on the same
-machine give the same id.
+exactly when a file that decides behaviour, the target, the ABI or the tool versions change.
+Everything under evidence/ (build timings and host, how tuned choices were made, the parity
+run, a saved runtime profile) is what a build or a run measured, which differs between two
+builds of one spec: those files are listed under `volatile`, still checksummed at load, but
+left out of the id, so a fresh build and a rebuild from a warm tile cache of the same spec
+give the same id (and `lamp diff` lists their evidence apart from behaviour).
 """
 
 from concurrent.futures import ThreadPoolExecutor
@@ -22,7 +23,11 @@ SCHEMA_VERSION = 2
 READABLE_SCHEMAS = (1, 2)  # 1: one sha256 per file
 PIECE_BYTES = 256 << 20
 MANIFEST = 'manifest.json'
-VOLATILE = ('evidence/build.json', 'evidence/profile.json')
+EVIDENCE = 'evidence/'  # measured by the build or a run: checksummed, not part of the id
+
+
+def is_volatile(rel: str) -> bool:
+    return rel.startswith(EVIDENCE)
 
 
 def sha256_file(path: str) -> str:
@@ -121,8 +126,8 @@ def write_manifest(root: str, target: str, abi: dict, created_by: dict, name: st
         'target': target,
         'abi': abi,
         'created_by': created_by,
-        'files': _entries(root, [f for f in files if f not in VOLATILE]),
-        'volatile': _entries(root, [f for f in files if f in VOLATILE]),
+        'files': _entries(root, [f for f in files if not is_volatile(f)]),
+        'volatile': _entries(root, [f for f in files if is_volatile(f)]),
     }
     manifest['artifact_id'] = artifact_id(manifest)
     with open(os.path.join(root, MANIFEST), 'w', encoding='utf-8') as f:

@@ -51,10 +51,14 @@ class CompileContext:
 
 @dataclass(frozen=True)
 class GroupBuild:
-    """What compile() produced: files relative to the artifact root, and JSON metadata."""
+    """What compile() produced: files relative to the artifact root, JSON metadata that decides
+    how the group runs (plan.json, part of the artifact id), and the build's own evidence about
+    it (timings, where tuned choices came from: evidence/build.json, checksummed but not part of
+    the id, since two builds of one spec measure differently and must still be one artifact)."""
 
     files: tuple
     metadata: dict
+    evidence: dict = field(default_factory=dict)
 
 
 class BackendUnavailable(RuntimeError):

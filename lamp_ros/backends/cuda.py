@@ -69,6 +69,7 @@ def compile(ctx) -> GroupBuild:
     import copy
     torch = _torch_cuda()
     dtype = getattr(torch, TORCH_DTYPES[ctx.group.precision])
+    from lamp_ros.kernels import tuning
     from lamp_ros.kernels.lowering import use_kernels
     modules = {n: copy.deepcopy(m).to('cuda', dtype) for n, m in ctx.modules.items()
                if n in ctx.group.nodes}
@@ -105,12 +106,14 @@ def compile(ctx) -> GroupBuild:
           for v, a in zip(ctx.group.inputs, args)}
     for v in _frame_inputs(ctx.graph, ctx.group):
         io[v]['frame'] = True
+    choices, tuning_evidence = tuning.split_record(tiles)
     return GroupBuild(files=(rel,), metadata={'program': rel, 'inputs': io,
                                               'torch': torch.__version__, 'kernels': kernels,
-                                              'tiles': tiles, 'streams': streams,
+                                              'tiles': choices, 'streams': streams,
                                               'text': axis.to_dict() if axis else None,
                                               'cublaslt': _stored_algorithms(modules),
-                                              'canonical_weights': canonical})
+                                              'canonical_weights': canonical},
+                      evidence={'tuning': tuning_evidence})
 
 
 def _frame_inputs(graph, group) -> tuple:

@@ -5,6 +5,11 @@ subgraphs), apply graph passes, assign backends and partition, write weights and
 compile each group with its backend, plan memory, write graph/plan/memory, check parity of the
 loaded artifact against the eager reference, write the evidence and the manifest. The artifact
 is built in a temporary directory and moved into place at the end.
+
+What decides behaviour (graph, plan, memory plan, weights, compiled groups, resources, spec)
+makes the artifact id; what the build measured (stage timings, how each tuned choice was made,
+the parity run) goes under evidence/, checksummed but not hashed
+into the id: one spec built twice is one artifact (artifact/manifest.py).
 """
 
 from dataclasses import dataclass
@@ -150,13 +155,15 @@ def compile_spec(spec_path: str, out: str, progress=None) -> BuildResult:
                         os.path.join(root, 'resources', 'tokenizer.model'))
         example['@resources'] = {'tokenizer.model': pipeline.policy.tokenizer.model_path}
         done('weights')
-        built = []
+        built, group_evidence = [], {}
         for group in groups:
             say(f'compile {group.name} ({group.backend}, {len(group.nodes)} nodes)')
             ctx = CompileContext(graph, group, root, modules, example, say,
                                  text_lengths=tuple(spec.fusion['text_lengths']))
             result = get_backend(group.backend).compile(ctx)
             built.append(type(group)(**{**group.__dict__, 'build': result.metadata}))
+            if result.evidence:
+                group_evidence[group.name] = result.evidence
         done('compile_groups')
         plan = BuildPlan(target=spec.target, groups=tuple(built), phases=phases(graph),
                          coverage=coverage(graph, assignments), passes=applied)
@@ -185,7 +192,8 @@ def compile_spec(spec_path: str, out: str, progress=None) -> BuildResult:
         _save_tensors(root, 'evidence/parity_expected.safetensors', expected)
         done('parity')
         _dump(root, 'evidence/build.json', {'stage_seconds': timings, 'tools': versions,
-                                            'spec': os.path.basename(spec_path)})
+                                            'spec': os.path.basename(spec_path),
+                                            'groups': group_evidence})
         manifest = write_manifest(root, spec.target, abi, versions, spec.name)
         for base, dirs, files in os.walk(root):  # mkdtemp/safetensors create private modes
             for name in dirs:

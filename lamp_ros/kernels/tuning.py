@@ -229,6 +229,24 @@ def pick(candidates: list, launch, on_gpu: bool, cached: dict | None = None,
     return Choice(json.loads(best), timings, 'measured', errors)
 
 
+def split_record(recorded: dict) -> tuple:
+    """A build's tuning record ({key: {'tiles', 'source', 'timings', 'errors'}}, what the
+    lowering writes) -> (what decides behaviour: {key: tiles}, kept in plan.json and hashed
+    into the artifact id; how it was decided: {key: the rest}, kept in evidence/build.json).
+    A fresh measurement and a rebuild from the tile cache it left pick the same tiles and
+    differ only in the second part, so both builds get one artifact id."""
+    choices = {key: r.get('tiles') for key, r in sorted(recorded.items())}
+    how = {key: {f: v for f, v in r.items() if f != 'tiles'}
+           for key, r in sorted(recorded.items())}
+    return choices, how
+
+
+def join_record(choices: dict, how: dict) -> dict:
+    """The inverse of `split_record`: a tuning record for `record` from an artifact's plan
+    choices and build evidence."""
+    return {key: {'tiles': tiles, **how.get(key, {})} for key, tiles in choices.items()}
+
+
 def cache_path(gpu_name: str) -> str:
     """kernels/tiles/<gpu>.json, e.g. nvidia_h200.json for 'NVIDIA H200'."""
     return os.path.join(TILE_CACHE, re.sub(r'[^a-z0-9]+', '_', gpu_name.lower()).strip('_')
@@ -252,9 +270,9 @@ def cached_tiles(gpu_name: str) -> dict:
 
 
 def record(gpu_name: str, tiles: dict, path: str | None = None) -> list:
-    """Keep the choices a build measured (plan.json `groups[].build.tiles`: {key: {'tiles',
-    'source', 'timings'}}) in this GPU model's cache -> the keys written. Entries the build
-    took from the cache (no timings) leave the cache as it was."""
+    """Keep the choices a build measured ({key: {'tiles', 'source', 'timings'}}: `join_record`
+    of an artifact's plan and evidence) in this GPU model's cache -> the keys written. Entries
+    the build took from the cache (no timings) leave the cache as it was."""
     path = path or cache_path(gpu_name)
     cache = {'gpu': gpu_name, 'measured': f'lamp compile on the {gpu_name}, median GPU time of '
              'CUDA-graph replays, ms', 'timing': TIMING, 'tiles': {}, 'timings_ms': {}}

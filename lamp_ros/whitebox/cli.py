@@ -11,7 +11,7 @@ def _inspect(args) -> int:
 
 
 def _diff(args) -> int:
-    from lamp_ros.whitebox.diff import run_diff
+    from lamp_ros.whitebox.diff_report import run_diff
     return run_diff(args.a, args.b, as_json=args.json, fail_on_change=args.fail_on_change)
 
 

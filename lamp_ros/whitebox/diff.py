@@ -2,17 +2,17 @@
 
 Causes (what was built differently): graph nodes (by node id, "changed" when the content hash
 differs, with the differing attrs, types and weights spelled out), weight tensors, the build
-plan (backend, precision, device, grouping) and the memory plan. Effects (what was measured):
-parity evidence and saved profiles, with the largest latency increase named. Every category is
-empty when nothing in it changed, so "A vs A" is a report of empty sections.
+plan (backend, precision, device, grouping, tuned tiles) and the memory plan. Effects (what was
+measured): parity evidence and saved profiles, with the largest latency increase named, and
+every other evidence file that differs (build timings, how tuned choices were made), which is
+not part of the artifact id. Every category is empty when nothing in it changed, so "A vs A",
+or one spec built twice, is a report of empty causes.
 """
 
 import json
 import os
 
 import numpy as np
-from rich.console import Console
-from rich.markup import escape
 
 from lamp_ros.artifact.load import open_artifact
 from lamp_ros.artifact.manifest import content_digest
@@ -118,7 +118,8 @@ def _group_row(g) -> dict:
     return {'name': g.name, 'backend': g.backend, 'precision': g.precision, 'device': g.device,
             'nodes': list(g.nodes), 'side_stages': list(g.side_stages),
             'text_lengths': captured_lengths(g.build),
-            'gemm_algorithms': (g.build or {}).get('cublaslt')}
+            'gemm_algorithms': (g.build or {}).get('cublaslt'),
+            'tiles': (g.build or {}).get('tiles')}
 
 
 def diff_plan(pa, pb) -> dict:
@@ -249,6 +250,34 @@ def diff_profile(ra: str, rb: str) -> dict:
     return out
 
 
+def _leaves(tree, prefix: str = '') -> list:
+    """Dotted paths of a deep_diff's leaves ({'a': {'b': [x, y]}} -> ['a.b'])."""
+    if isinstance(tree, dict):
+        return [leaf for key, sub in tree.items() for leaf in _leaves(sub, f'{prefix}{key}.')]
+    return [prefix.rstrip('.')]
+
+
+def diff_evidence_files(ma: dict, mb: dict, ra: str, rb: str) -> dict:
+    """{path: what differs} for each evidence file (manifest `volatile`: measured by the build
+    or a run, not part of the id) whose content differs: the differing keys of a JSON file,
+    else 'added', 'removed' or 'changed'."""
+    va = {k: content_digest(v) for k, v in ma.get('volatile', {}).items()}
+    vb = {k: content_digest(v) for k, v in mb.get('volatile', {}).items()}
+    out = {}
+    for rel in sorted(set(va) | set(vb)):
+        if va.get(rel) == vb.get(rel):
+            continue
+        if rel not in va or rel not in vb:
+            out[rel] = 'added' if rel not in va else 'removed'
+        elif rel.endswith('.json'):
+            with open(os.path.join(ra, rel), encoding='utf-8') as fa, \
+                    open(os.path.join(rb, rel), encoding='utf-8') as fb:
+                out[rel] = _leaves(deep_diff(json.load(fa), json.load(fb)))
+        else:
+            out[rel] = 'changed'
+    return out
+
+
 # ---- the whole diff --------------------------------------------------------------------------
 
 def _files(ma: dict, mb: dict) -> dict:
@@ -274,117 +303,6 @@ def diff_artifacts(path_a: str, path_b: str) -> dict:
     report['created_by'] = deep_diff(a.manifest.get('created_by', {}),
                                      b.manifest.get('created_by', {}))
     report['files'] = _files(a.manifest, b.manifest)
+    report['evidence_files'] = diff_evidence_files(a.manifest, b.manifest, a.root, b.root)
     report['changed'] = [k for k in CAUSES if report[k]]
     return report
-
-
-# ---- rendering -------------------------------------------------------------------------------
-
-def _pair(pair) -> str:
-    return f'{pair[0]} -> {pair[1]}'
-
-
-def _group_text(g: dict) -> str:
-    return f'{g["name"]}[{", ".join(g["nodes"])}]'
-
-
-def _plan_lines(plan: dict) -> list:
-    lines = [f'target {_pair(plan["target"])}'] if 'target' in plan else []
-    for node, c in plan.get('nodes', {}).items():
-        parts = [f'{k} {_pair(v)}' for k, v in c.items() if k != 'group']
-        if 'group' in c:
-            parts.append(f'group {_group_text(c["group"][0])} -> {_group_text(c["group"][1])}')
-        lines.append(f'~ {node}: ' + '; '.join(parts))
-    for sign, key in (('-', 'groups_removed'), ('+', 'groups_added')):
-        lines += [f'{sign} group {_group_text(g)} {g["backend"]} {g["precision"]} {g["device"]}'
-                  for g in plan.get(key, [])]
-    lines += [f'~ group {name}: {json.dumps(c)}' for name, c in
-              plan.get('groups_changed', {}).items()]
-    lines += [f'  group renamed {_pair(p)}' for p in plan.get('groups_renamed', {}).items()]
-    return lines
-
-
-def _memory_lines(memory: dict) -> list:
-    lines = [f'{k}: {v["a"]} -> {v["b"]} ({v["delta"]:+})'
-             for k, v in memory.get('summary', {}).items()]
-    lines += [f'arena {name}: {_pair(v)}' for name, v in memory.get('arenas', {}).items()]
-    lines += [f'buffer {name}: ' + '; '.join(f'{k} {_pair(v)}' for k, v in c.items())
-              for name, c in memory.get('buffers', {}).items()]
-    return lines
-
-
-def _evidence_lines(evidence: dict) -> list:
-    lines = [f'{k}: {_pair(v)}' for k, v in evidence.items() if k != 'parity']
-    for name, c in evidence.get('parity', {}).items():
-        lines.append(f'parity {name}: ' + '; '.join(
-            f'{k} {v["a"]:.3g} -> {v["b"]:.3g}' if isinstance(v['a'], float)
-            and isinstance(v['b'], float) else f'{k} {v["a"]} -> {v["b"]}'
-            for k, v in c.items()))
-    return lines
-
-
-def _graph_lines(report: dict) -> list:
-    lines = []
-    for node, c in report['nodes_changed'].items():
-        what = [f'attrs {json.dumps(c["attrs"])}' if c['attrs'] else '',
-                f'weights ({len(c["weights"])} tensors)' if c['weights'] else '',
-                *[f'{f} types {json.dumps(c[f])}' for f in ('inputs', 'outputs', 'state')
-                  if c[f]],
-                *[f'{f} {_pair(c[f])}' for f in ('op', 'kind', 'ports') if f in c]]
-        lines.append(f'~ {node} {_pair(c["hash"])}: ' + '; '.join(w for w in what if w))
-    lines += [f'+ {n}' for n in report['nodes_added']]
-    return lines + [f'- {n}' for n in report['nodes_removed']]
-
-
-def _profile_lines(prof: dict) -> list:
-    if 'available' in prof:
-        return [f'saved profile (evidence/profile.json) in A, B: {prof["available"]}']
-    lines = [f'{k} p50 {v["a"]:.3f} -> {v["b"]:.3f} ms ({v["delta_ms"]:+.3f})'
-             for k, v in prof.items() if k in ('tick', 'inference')]
-    for section in ('groups', 'nodes'):
-        for name, row in sorted(prof.get(section, {}).items(),
-                                key=lambda kv: -(kv[1]['delta_ms'] or 0.0)):
-            if row['delta_ms'] is not None:
-                lines.append(f'{section[:-1]} {name}: {row["a"]:.3f} -> {row["b"]:.3f} ms '
-                             f'({row["delta_ms"]:+.3f})')
-            else:
-                lines.append(f'{section[:-1]} {name}: {row["a"]} -> {row["b"]}')
-    if prof.get('top_hot_spot'):
-        hot = prof['top_hot_spot']
-        lines.append(f'top hot spot: {hot["kind"]} {hot["name"]} {hot["delta_ms"]:+.3f} ms p50')
-    return lines
-
-
-def print_diff(report: dict, console: Console) -> None:
-    a, b = report['a'], report['b']
-    console.print(f'[bold]diff[/] {a["artifact_id"][:16]} ({escape(a["path"])}) -> '
-                  f'{b["artifact_id"][:16]} ({escape(b["path"])})'
-                  + ('  [green]identical[/]' if report['identical'] else ''))
-    console.print('[bold]causes changed:[/] ' + (', '.join(report['changed']) or 'none'))
-    weights = [f'~ {w["node"]}/{w["tensor"]} {w["shape"]} {w["change"]}'
-               + ('' if w['max_abs_delta'] is None else
-                  f' max abs delta {w["max_abs_delta"]:.3g}')
-               for w in report['weights_changed']]
-    sections = (('graph', _graph_lines(report)), ('weights', weights),
-                ('plan', _plan_lines(report['plan_changed'])),
-                ('memory plan', _memory_lines(report['memory'])),
-                ('evidence', _evidence_lines(report['evidence'])),
-                ('tool versions', [f'{k}: {_pair(v)}' for k, v in
-                                   report['created_by'].items()]),
-                ('files', [f'{k}: {", ".join(v)}' for k, v in report['files'].items()]),
-                ('profile', _profile_lines(report['profile'])))
-    for title, lines in sections:
-        console.print(f'[bold]{title}[/]' + ('' if lines else ': unchanged'))
-        for line in lines:
-            console.print('  ' + escape(line))
-
-
-def run_diff(path_a: str, path_b: str, as_json: bool = False,
-             fail_on_change: bool = False) -> int:
-    """`lamp diff`: a report, so 0, unless fail_on_change and a cause category changed."""
-    report = diff_artifacts(path_a, path_b)
-    if as_json:
-        print(json.dumps(report, indent=1))
-    else:
-        print_diff(report, Console(width=max(120, Console().width)))
-    return 1 if fail_on_change and report['changed'] else 0

@@ -12,7 +12,7 @@ PREFIX.ops.json (the op-level tables) and PREFIX.profile.json (runtime.profile()
 top ops), and for each cuda group PREFIX.GROUP.kernels.json (the Chrome trace of its CUDA
 graphs' kernels over the profiled replays) and PREFIX.GROUP.kernels.png (the last replay's
 kernel timeline). With save, the profile also goes to DIR/evidence/profile.json and the manifest is
-re-signed; evidence/profile.json is a volatile file (manifest.VOLATILE): checksummed, but not
+re-signed; evidence/profile.json is a volatile file (manifest.is_volatile): checksummed, but not
 part of the artifact id, which therefore stays the same.
 """
 

@@ -144,7 +144,8 @@ def test_lamp_diff_shows_the_lengths(tiny_artifact, one_length, capsys):
     """`lamp diff` between the builds with and without fusion.text_lengths: the ONNX group's
     lengths in the plan, and an ONNX file for each shorter length beside the full one, which
     stays the same file."""
-    from lamp_ros.whitebox.diff import diff_artifacts, run_diff
+    from lamp_ros.whitebox.diff import diff_artifacts
+    from lamp_ros.whitebox.diff_report import run_diff
     report = diff_artifacts(one_length, tiny_artifact)
     assert report['plan_changed'] == {
         'groups_changed': {'g03_onnxruntime': {'text_lengths': [[], [48, 64, 96]]}}}

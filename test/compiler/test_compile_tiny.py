@@ -11,7 +11,6 @@ import pytest
 import yaml
 
 from lamp_ros.artifact.manifest import sha256_file
-from lamp_ros.cli import main
 from lamp_ros.compiler.spec import load_spec
 from lamp_ros.policies.example import example_observation
 from lamp_ros.policies.pipeline import pipeline_from_spec
@@ -34,12 +33,16 @@ def test_layout_and_manifest(artifact):
     manifest = _json(artifact, 'manifest.json')
     assert {'schema_version', 'artifact_id', 'target', 'abi', 'files'} <= set(manifest)
     assert manifest['target'] == 'cpu'
-    for rel in ('graph.json', 'plan.json', 'memory.json', 'evidence/parity.json',
-                'weights/vision.safetensors', 'weights/prefix.safetensors',
-                'weights/denoise.safetensors', 'resources/tokenizer.model'):
+    for rel in ('graph.json', 'plan.json', 'memory.json', 'weights/vision.safetensors',
+                'weights/prefix.safetensors', 'weights/denoise.safetensors',
+                'resources/tokenizer.model'):
         assert rel in manifest['files'], rel
         assert sha256_file(os.path.join(artifact, rel)) == manifest['files'][rel]['sha256']
-    assert 'evidence/build.json' in manifest['volatile']
+    # what the build measured is checksummed, but not part of the id
+    assert not [rel for rel in manifest['files'] if rel.startswith('evidence/')]
+    for rel in ('evidence/build.json', 'evidence/parity.json',
+                'evidence/parity_inputs.safetensors', 'evidence/parity_expected.safetensors'):
+        assert sha256_file(os.path.join(artifact, rel)) == manifest['volatile'][rel]['sha256']
     assert set(manifest['abi']['inputs']) == {'images.base', 'images.left_wrist',
                                               'images.right_wrist', 'state', 'prompt', 't',
                                               't_obs'}
@@ -96,11 +99,26 @@ def test_runtime_matches_the_eager_pipeline_tick_by_tick(artifact):
         np.testing.assert_allclose(runtime.step(obs, t), pipeline.tick(obs, t), atol=1e-4)
 
 
-def test_two_compiles_give_the_same_artifact_id(artifact, tmp_path):
-    again = tmp_path / 'again'
-    assert main(['compile', SPEC, '--out', str(again)]) == 0
+def test_one_spec_built_twice_is_one_artifact(artifact, tmp_path):
+    """A second build in a fresh process with every compile cache empty (torch's inductor and
+    Triton caches; the CPU build tunes nothing, so it has no tile cache to clear: the cuda
+    lowering's cold and warm choices are tested in test/kernels/test_lowering.py) gets the same
+    artifact id; `lamp diff` finds no cause changed and lists the evidence that differs (the
+    stage timings) on its own."""
+    from lamp_ros.whitebox.diff import diff_artifacts
+    again, caches = tmp_path / 'again', tmp_path / 'empty_caches'
+    env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=str(caches / 'inductor'),
+               TRITON_CACHE_DIR=str(caches / 'triton'), XDG_CACHE_HOME=str(caches))
+    result = subprocess.run([sys.executable, '-m', 'lamp_ros.cli', 'compile', SPEC, '--out',
+                             str(again)], capture_output=True, text=True, env=env)
+    assert result.returncode == 0, result.stderr[-2000:]
     assert _json(str(again), 'manifest.json')['artifact_id'] == \
         _json(artifact, 'manifest.json')['artifact_id']
+    report = diff_artifacts(artifact, str(again))
+    assert report['identical'] and report['changed'] == [] and report['files'] == {}
+    assert set(report['evidence_files']) <= {'evidence/build.json'}  # nothing else varies
+    for leaf in report['evidence_files'].get('evidence/build.json', []):
+        assert leaf.startswith('stage_seconds.'), leaf
 
 
 def test_parity_failure_exits_non_zero(tmp_path):

@@ -188,6 +188,37 @@ def test_weights_stored_in_out_keep_the_outputs(optimised, monkeypatch):
         assert sum(name.endswith('weight_t') for name in program.state_dict) > 0
 
 
+def test_a_warm_tile_cache_changes_the_evidence_not_the_choices(optimised, monkeypatch):
+    """One spec, one artifact id: a build that chose every tiling itself (cold: here the first
+    candidate, as off the GPU) and a rebuild that takes the same choices from the tile cache
+    the first one left differ in where each choice came from, and in nothing the plan keeps
+    (tuning.split_record: the choices to plan.json, the rest to evidence/build.json)."""
+    _, _, passed, _ = optimised
+    cold, warm = {}, {}
+    use_kernels(copy.deepcopy(passed), cold)
+
+    class LeftByTheColdBuild(dict):
+        def get(self, key, default=None):
+            return {'tiles': cold[key]['tiles']} if key in cold else default
+
+    pick = tuning.pick
+
+    def pick_with_every_candidate_timed(candidates, launch, on_gpu, cached=None, **kwargs):
+        if cached is not None:  # the cold build on a GPU would have timed each of them
+            cached = {**cached, 'measured': [str(list(c)) for c in candidates]}
+        return pick(candidates, launch, on_gpu, cached, **kwargs)
+
+    monkeypatch.setattr(lowering, '_tile_cache', lambda device: LeftByTheColdBuild())
+    monkeypatch.setattr(tuning, 'pick', pick_with_every_candidate_timed)
+    use_kernels(copy.deepcopy(passed), warm)
+    assert cold and set(warm) == set(cold)
+    assert {r['source'] for r in cold.values()} == {'first candidate'}
+    assert {r['source'] for r in warm.values()} == {'tile cache'}
+    cold_choices, cold_how = tuning.split_record(cold)
+    warm_choices, warm_how = tuning.split_record(warm)
+    assert warm_choices == cold_choices and warm_how != cold_how
+
+
 def test_no_gemm_algorithm_is_stored_off_the_gpu(optimised):
     """On the CPU the prefix's and vision's linears stay torch's ops at every prompt length's
     rows: cuBLASLt algorithms are measured on the build GPU or not at all."""

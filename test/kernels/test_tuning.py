@@ -140,6 +140,31 @@ def test_record_keeps_what_a_build_measured(tmp_path):
         assert after['timings_ms'][other] == before['timings_ms'][other]
 
 
+def test_an_artifacts_plan_and_evidence_refill_the_cache(tmp_path):
+    """plan.json keeps each tuned choice, evidence/build.json how it was made
+    (tuning.split_record); scripts/update_tile_cache.py joins the two back and records what
+    the build measured, as from the build's own record."""
+    from load_script import load_script
+    key = 'o 50x1024x2048'
+    recorded = {key: {'tiles': [64, 64, 128, 4, 4, 8, 1], 'source': 'measured', 'errors': {},
+                      'timings': {'[64, 64, 128, 4, 4, 8, 1]': 0.0041, '[]': 0.0098}},
+                'qkv 50x2560x1024': {'tiles': [], 'source': 'tile cache', 'timings': {},
+                                     'errors': {}}}
+    choices, how = tuning.split_record(recorded)
+    assert choices == {key: [64, 64, 128, 4, 4, 8, 1], 'qkv 50x2560x1024': []}
+    assert all('tiles' not in h for h in how.values()) and how[key]['source'] == 'measured'
+    assert tuning.join_record(choices, how) == recorded
+    plan, build = tmp_path / 'plan.json', tmp_path / 'build.json'
+    plan.write_text(json.dumps({'groups': [{'name': 'g02_cuda', 'build': {'tiles': choices}},
+                                           {'name': 'g01_host', 'build': {}}]}))
+    build.write_text(json.dumps({'groups': {'g02_cuda': {'tuning': how}}}))
+    script = load_script('scripts', 'update_tile_cache.py')
+    assert script.measured_tiles(str(plan), str(build)) == recorded
+    cache = str(tmp_path / 'gpu.json')
+    assert tuning.record('NVIDIA H200', script.measured_tiles(str(plan), str(build)),
+                         cache) == [key]
+
+
 def test_a_cache_timed_another_way_is_neither_reused_nor_merged(tmp_path, monkeypatch):
     """Choices timed on L2-resident weights (the cache before TIMING existed) won another
     problem than the step's: a build re-measures, and its record starts a fresh cache."""

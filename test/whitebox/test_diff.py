@@ -115,6 +115,28 @@ def test_profile_deltas_name_the_top_hot_spot(tiny_artifact, tmp_path):
                                     'delta_ms': pytest.approx(3.0)}
 
 
+def test_build_evidence_differs_apart_from_behaviour(tiny_artifact, tmp_path, capsys):
+    """Two builds of one spec that measured differently (stage timings, how each tuned tile
+    was chosen): the same id, no cause changed, the evidence that differs listed on its own."""
+    edited = tmp_path / 'edited'
+    shutil.copytree(tiny_artifact, edited)
+    path = edited / 'evidence' / 'build.json'
+    build = json.loads(path.read_text())
+    build['stage_seconds']['trace'] += 1.0
+    build['groups'] = {'g03_cuda': {'tuning': {'linear 8x16x32': {'source': 'tile cache'}}}}
+    path.write_text(json.dumps(build))
+    m = json.loads((edited / 'manifest.json').read_text())
+    write_manifest(str(edited), m['target'], m['abi'], m['created_by'], m['name'])
+    report = diff_artifacts(tiny_artifact, str(edited))
+    assert report['identical'] and report['changed'] == [] and report['files'] == {}
+    assert report['evidence_files'] == {'evidence/build.json': [
+        'groups.g03_cuda', 'stage_seconds.trace']}
+    assert main(['diff', tiny_artifact, str(edited), '--fail-on-change']) == 0
+    text = capsys.readouterr().out
+    assert 'causes changed: none' in text
+    assert 'evidence/build.json: groups.g03_cuda, stage_seconds.trace' in text
+
+
 def test_plan_diff_names_a_side_stream():
     """Switching fusion.side_stream on changes one attribute of the cuda group, and says so."""
     from dataclasses import replace
