@@ -10,6 +10,7 @@ lamp_ros/kernels/tiles/<gpu>.json, with all candidate timings (lamp_ros/kernels/
 """
 
 import json
+import os
 import sys
 
 from lamp_ros.kernels import tuning
@@ -33,7 +34,8 @@ def main(argv: list) -> None:
         raise SystemExit(__doc__)
     plan_path, build_path, gpu = argv
     written = tuning.record(gpu, measured_tiles(plan_path, build_path))
-    print(f'{tuning.cache_path(gpu)}: ' + (', '.join(written) if written else 'nothing measured'))
+    where = os.path.relpath(tuning.cache_path(gpu))
+    print(f'{where}: ' + (', '.join(written) if written else 'nothing measured'))
 
 
 if __name__ == '__main__':

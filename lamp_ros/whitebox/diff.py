@@ -250,10 +250,12 @@ def diff_profile(ra: str, rb: str) -> dict:
     return out
 
 
-def _leaves(tree, prefix: str = '') -> list:
-    """Dotted paths of a deep_diff's leaves ({'a': {'b': [x, y]}} -> ['a.b'])."""
-    if isinstance(tree, dict):
-        return [leaf for key, sub in tree.items() for leaf in _leaves(sub, f'{prefix}{key}.')]
+def _leaves(tree, depth: int = 3, prefix: str = '') -> list:
+    """Dotted paths of a deep_diff's leaves, cut at `depth` keys ({'a': {'b': [x, y]}} ->
+    ['a.b']): `groups.g03_cuda.tuning`, not each of its hundred timings."""
+    if isinstance(tree, dict) and depth > 0:
+        return list(dict.fromkeys(leaf for key, sub in tree.items()
+                                  for leaf in _leaves(sub, depth - 1, f'{prefix}{key}.')))
     return [prefix.rstrip('.')]
 
 
