@@ -89,8 +89,14 @@ def _slow(runtime, seconds):
 
 @pytest.mark.timing
 def test_async_ticks_keep_their_rate_with_slow_inference(tiny_artifact):
+    """Inference made three periods slow runs in the worker: ticks never wait for it and a new
+    chunk always arrives before the plan runs out. What a loaded two-core machine cannot
+    promise is a tick within one period (a tick descheduled by a busy neighbour overruns by
+    itself); a tick that waited for inference would take the whole inference, so a tick under
+    half of it shows that none did."""
     runtime = Runtime.load(tiny_artifact, execution='async')
-    _slow(runtime, 3 * runtime.period)
+    slow_s = 3 * runtime.period
+    _slow(runtime, slow_s)
     obs = example_observation(NormStats.load())
     chunker_id, chunker = runtime._chunker
     period, durations, served, underruns = runtime.period, [], [], 0
@@ -112,12 +118,15 @@ def test_async_ticks_keep_their_rate_with_slow_inference(tiny_artifact):
     assert first <= 6  # the first chunk needs ~3 ticks of inference
     assert all(c is not None and np.isfinite(c).all() for c in served[first:])
     assert underruns == 0  # a new chunk always arrived before the plan ran out
-    assert max(durations) < 0.5 * period, max(durations)  # ticks never waited for inference
-    assert elapsed < 90 * period * 1.1
+    assert max(durations) < 0.5 * slow_s, max(durations)  # ticks never waited for inference
+    # most ticks take a sliver of the period; an overrun is a tick the machine descheduled
+    assert np.median(durations) < 0.25 * period, np.median(durations)
+    assert elapsed < 90 * period + 0.5 * slow_s  # the loop kept its schedule
     profile = runtime.profile()
-    assert profile['deadline_misses'] == 0
+    # the runtime counts as misses only ticks that overran their period (timed inside step)
+    assert profile['deadline_misses'] <= sum(d > period for d in durations)
     assert profile['inference']['count'] >= 3
-    assert profile['inference']['p50_ms'] >= 3 * period * 1e3
+    assert profile['inference']['p50_ms'] >= slow_s * 1e3
 
 
 def _rss_kb() -> int:
