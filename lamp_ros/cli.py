@@ -42,7 +42,8 @@ def _compile(args) -> int:
         def progress(message):
             console.print(f'[dim]{time.perf_counter() - start:7.1f}s[/] {message}')
             status.update(message)
-        result = compile_spec(args.spec, args.out, progress=progress)
+        result = compile_spec(args.spec, args.out, progress=progress,
+                              measure_tiles=args.measure_tiles)
     worst = result.parity['worst']
     for name, w in worst.items():
         mark = '[green]ok[/]' if w['passed'] else '[red]FAIL[/]'
@@ -196,6 +197,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser('compile', help='compile a model spec into a versioned artifact')
     p.add_argument('spec', help='model spec YAML, e.g. config/specs/pi05_tiny.yaml')
     p.add_argument('--out', required=True, help='artifact directory to write')
+    p.add_argument('--measure-tiles', action='store_true',
+                   help='cuda: time every kernel choice on this GPU, the tile cache unread')
     p.set_defaults(func=_compile)
 
     p = sub.add_parser('run', help='run an artifact on synthetic observations, print a profile')

@@ -43,6 +43,8 @@ class CompileContext:
     example: dict          # value name -> example value captured from the eager run
     progress: object = None
     text_lengths: tuple = ()  # spec fusion.text_lengths (backends/text_lengths.py)
+    options: object = None    # spec build: (compiler.spec.BuildOptions; None: the defaults)
+    measure_tiles: bool = False  # time every tuned choice, the tile cache unread
 
     def say(self, message: str) -> None:
         if self.progress:

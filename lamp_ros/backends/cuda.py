@@ -75,7 +75,8 @@ def compile(ctx) -> GroupBuild:
                if n in ctx.group.nodes}
     axis = text_lengths.text_axis(ctx.graph, ctx.group, ctx.example, ctx.text_lengths)
     tiles = {}
-    kernels = use_kernels(modules, tiles, axis.lengths if axis else ())
+    kernels = use_kernels(modules, tiles, axis.lengths if axis else (), ctx.options,
+                          ctx.measure_tiles)
     if kernels:
         ctx.say(f'{ctx.group.name}: lamp kernels ' +
                 ', '.join(f'{k} x{v}' for k, v in sorted(kernels.items())))
@@ -407,13 +408,11 @@ class CudaGraphRunner:
 def algorithm_status(built: dict | None, device) -> str | None:
     """Whether the program's stored cuBLASLt algorithms (plan.json `build.cublaslt`) run here:
     only with the cuBLASLt version and on the GPU they were measured on; elsewhere each such
-    GEMM is torch's op (`lamp::lt_linear`), the same product at the speed torch gets, as with
-    LAMP_GEMM_ALGORITHMS=0. None when the build stored none."""
+    GEMM is torch's op (`lamp::lt_linear`), the same product at the speed torch gets. None
+    when the build stored none."""
     if not built:
         return None
-    from lamp_ros.kernels import cublaslt, ops
-    if not ops.gemm_algorithms_on():
-        return 'not used: LAMP_GEMM_ALGORITHMS=0 (torch\'s GEMMs run instead)'
+    from lamp_ros.kernels import cublaslt
     try:
         here = cublaslt.identity(device)
     except cublaslt.CublasLtError as exc:

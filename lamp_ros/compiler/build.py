@@ -99,7 +99,11 @@ def reference_device(target: str) -> str:
     return 'cuda'
 
 
-def compile_spec(spec_path: str, out: str, progress=None) -> BuildResult:
+def compile_spec(spec_path: str, out: str, progress=None,
+                 measure_tiles: bool = False) -> BuildResult:
+    """Build the spec's artifact into `out`. `measure_tiles`: time every tuned choice on the
+    build GPU even where the tile cache holds one (evidence/build.json records it; the choices
+    themselves are in plan.json either way)."""
     say = progress or (lambda msg: None)
     timings = {}
     clock = [time.perf_counter()]
@@ -159,14 +163,16 @@ def compile_spec(spec_path: str, out: str, progress=None) -> BuildResult:
         for group in groups:
             say(f'compile {group.name} ({group.backend}, {len(group.nodes)} nodes)')
             ctx = CompileContext(graph, group, root, modules, example, say,
-                                 text_lengths=tuple(spec.fusion['text_lengths']))
+                                 text_lengths=tuple(spec.fusion['text_lengths']),
+                                 options=spec.build, measure_tiles=measure_tiles)
             result = get_backend(group.backend).compile(ctx)
             built.append(type(group)(**{**group.__dict__, 'build': result.metadata}))
             if result.evidence:
                 group_evidence[group.name] = result.evidence
         done('compile_groups')
         plan = BuildPlan(target=spec.target, groups=tuple(built), phases=phases(graph),
-                         coverage=coverage(graph, assignments), passes=applied)
+                         coverage=coverage(graph, assignments), passes=applied,
+                         options=spec.build.to_dict())
         say('memory plan')
         memory = memory_plan(graph, plan)
         done('memory_plan')
@@ -193,6 +199,7 @@ def compile_spec(spec_path: str, out: str, progress=None) -> BuildResult:
         done('parity')
         _dump(root, 'evidence/build.json', {'stage_seconds': timings, 'tools': versions,
                                             'spec': os.path.basename(spec_path),
+                                            'measure_tiles': measure_tiles,
                                             'groups': group_evidence})
         manifest = write_manifest(root, spec.target, abi, versions, spec.name)
         for base, dirs, files in os.walk(root):  # mkdtemp/safetensors create private modes

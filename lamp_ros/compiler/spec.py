@@ -47,6 +47,51 @@ class StageChoice:
     reason: str = ''
 
 
+ROPE_IN_QKV = ('timed', 'always', 'never')
+
+
+@dataclass(frozen=True)
+class BuildOptions:
+    """How the cuda backend builds its kernels (spec `build:`; other backends ignore it).
+    Defaults are the measured best on Hopper GPUs; plan.json records the options a build used.
+
+    expert_pdl: programmatic dependent launch of the expert layers' lamp kernels, 0 (plain
+      stream order), 1 (the next kernel may launch at once) or 2 (after this one's main loop);
+      Hopper and later only, 0 elsewhere.
+    expert_tma: the expert's fused gated GEMMs load by tensor descriptor; Hopper and later.
+    expert_rope_in_qkv: rotate q and k in the expert's qkv GEMM (and read them so in its
+      attention): `timed` (the build GPU times the pair against the parts as chosen; off the
+      GPU never), `always` (where the chosen forms allow it), `never`.
+    gemm_algorithms: store the cuBLASLt algorithm the build GPU ran fastest for each plain
+      linear of the vision and prefix (where it beats torch's op); false keeps torch's op.
+    """
+
+    expert_pdl: int = 2
+    expert_tma: bool = True
+    expert_rope_in_qkv: str = 'timed'
+    gemm_algorithms: bool = True
+
+    def to_dict(self) -> dict:
+        return {'expert_pdl': self.expert_pdl, 'expert_tma': self.expert_tma,
+                'expert_rope_in_qkv': self.expert_rope_in_qkv,
+                'gemm_algorithms': self.gemm_algorithms}
+
+
+def _build_options(d) -> BuildOptions:
+    _check_keys(d, set(BuildOptions.__dataclass_fields__), 'build')
+    options = BuildOptions(**d)
+    if options.expert_pdl not in (0, 1, 2) or isinstance(options.expert_pdl, bool):
+        raise SpecError(f'build.expert_pdl: 0, 1 or 2, got {options.expert_pdl!r}')
+    for key in ('expert_tma', 'gemm_algorithms'):
+        if not isinstance(getattr(options, key), bool):
+            raise SpecError(f'build.{key}: expected true or false, got '
+                            f'{getattr(options, key)!r}')
+    if options.expert_rope_in_qkv not in ROPE_IN_QKV:
+        raise SpecError(f'build.expert_rope_in_qkv: one of {", ".join(ROPE_IN_QKV)}, got '
+                        f'{options.expert_rope_in_qkv!r}')
+    return options
+
+
 @dataclass(frozen=True)
 class Spec:
     name: str
@@ -60,6 +105,7 @@ class Spec:
     #                     device_letterbox: {camera slot: [height, width] of its largest frame}
     parity: dict        # samples, atol, rtol
     passes: dict = field(default_factory=dict)
+    build: BuildOptions = BuildOptions()
     source: str = ''    # path the spec was read from
 
     def choice(self, op: str) -> StageChoice:
@@ -71,7 +117,8 @@ class Spec:
                 'stages': {k: {'backend': c.backend, 'precision': c.precision,
                                'fallback': list(c.fallback), 'reason': c.reason}
                            for k, c in self.stages.items()},
-                'fusion': self.fusion, 'parity': self.parity, 'passes': self.passes}
+                'fusion': self.fusion, 'parity': self.parity, 'passes': self.passes,
+                'build': self.build.to_dict()}
 
 
 def _stage_choice(d, where, target) -> StageChoice:
@@ -114,7 +161,7 @@ def _passes(d) -> dict:
 def parse_spec(d: dict, source: str = '') -> Spec:
     """Validate a spec mapping into a Spec; errors name the key path."""
     _check_keys(d, {'schema', 'name', 'policy', 'weights', 'control', 'target', 'stages',
-                    'fusion', 'parity', 'passes'}, '')
+                    'fusion', 'parity', 'passes', 'build'}, '')
     if d.get('schema', SCHEMA) != SCHEMA:
         raise SpecError(f'schema: {d["schema"]!r}, expected {SCHEMA!r}')
     for key in ('name', 'policy', 'target'):
@@ -160,7 +207,8 @@ def parse_spec(d: dict, source: str = '') -> Spec:
     fusion = {'fuse_adjacent': True, 'split_after': [], 'side_stream': [], 'text_lengths': [],
               **fusion}
     return Spec(name=d['name'], policy=policy, weights=weights, control=control, target=target,
-                stages=stages, fusion=fusion, parity=parity, passes=passes, source=source)
+                stages=stages, fusion=fusion, parity=parity, passes=passes,
+                build=_build_options(d.get('build') or {}), source=source)
 
 
 def _check_device_letterbox(frames, target: str) -> None:

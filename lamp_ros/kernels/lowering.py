@@ -23,6 +23,8 @@ K/V head) gets its `ExpertKernels` (compiler/passes/expert_kernels.py): five par
 a fused lamp kernel (kernels/triton_expert.py) with tiles, or its library form, whichever this
 GPU ran fastest at the real shapes (kernels/tuning.py, which keeps the H200's choices in
 kernels/tiles/); `tuning_out` receives the choices, where they came from, and their timings.
+How far the lowering goes is the spec's `build:` options (compiler/spec.py BuildOptions), which
+plan.json records.
 The prefix's attentions get the same choice between `lamp::mqa_flash` (one flash kernel) and
 their two GEMMs around `lamp::masked_softmax`, and the vision's and prefix's plain linears a
 choice of how their weights are stored for cuBLAS ((out, in) as nn.Linear, or (in, out):
@@ -30,8 +32,6 @@ choice of how their weights are stored for cuBLAS ((out, in) as nn.Linear, or (i
 where one beats torch's op: choose_gemm_algorithms), each timed the same way and recorded with
 the tiles.
 """
-
-import os
 
 import torch
 
@@ -41,6 +41,7 @@ from lamp_ros.compiler.passes.modules import (Attention, DecoderLayer, Fp8Linear
                                               KNLinear, LtLinear, Rotary, StepAdaRMSNorm,
                                               UnitLayerNorm, UnitRMSNorm, VisionBlock)
 from lamp_ros.compiler.passes.stages import ExpertStage, PrefixStage, VisionStage
+from lamp_ros.compiler.spec import BuildOptions
 from lamp_ros.kernels import ops as kernel_ops, tuning
 from lamp_ros.policies.config import CAMERA_SLOTS
 
@@ -51,16 +52,22 @@ SWITCHED = {UnitRMSNorm: 'rms_norm', UnitLayerNorm: 'layer_norm',
 
 
 def use_kernels(modules: dict, tuning_out: dict | None = None,
-                text_lengths: tuple = ()) -> dict:
+                text_lengths: tuple = (), options: BuildOptions | None = None,
+                measure_tiles: bool = False) -> dict:
     """Turn the kernel switch on in every module that has one, give every expert layer in the
     fused kernels' form its step constants and the prefix's attentions their measured form, in
     place -> {what: count} of the switched modules that run (not those an expert layer's
     fused or premade parts bypass, which the expert_* counts stand for). `text_lengths`: the
     prompt lengths the group is captured for (backends/text_lengths.py; the full one last),
-    whose row counts the prefix's GEMM algorithms are chosen at."""
+    whose row counts the prefix's GEMM algorithms are chosen at. `measure_tiles`: time every
+    choice on the build GPU even where its tile cache holds one (`lamp compile
+    --measure-tiles`)."""
     counts = {}
     out = tuning_out if tuning_out is not None else {}
+    options = options or BuildOptions()
     for stage in modules.values():
+        weight = next(stage.parameters(), None)
+        cache = {} if measure_tiles or weight is None else _tile_cache(weight.device)
         for module in stage.modules():
             if isinstance(module, Fp8Linear) and not module.kernel \
                     and module.codes.dtype == torch.bfloat16 and module.codes.is_cuda:
@@ -73,7 +80,7 @@ def use_kernels(modules: dict, tuning_out: dict | None = None,
             module.kernel = True
             counts[what] = counts.get(what, 0) + 1
         if isinstance(stage, ExpertStage):
-            fused = fuse_expert_layers(stage, out)
+            fused = fuse_expert_layers(stage, out, cache, options.expert_rope_in_qkv)
             if fused:
                 counts['expert_layer'] = fused
                 for what, bypassed in bypassed_modules(stage).items():
@@ -90,27 +97,28 @@ def use_kernels(modules: dict, tuning_out: dict | None = None,
                            and layer.expert_kernels.rotates_in_qkv() for layer in stage.layers)
             if rotating:
                 counts['expert_rope_in_qkv'] = rotating
-            pdl = expert_pdl(stage)
+            pdl = _on_hopper(stage, options.expert_pdl)
             if fused and pdl:
                 for layer in stage.layers:
                     if layer.expert_kernels is not None:
                         layer.expert_kernels.pdl = pdl
                 counts[f'expert_layer_pdl{pdl}'] = fused
-            tma = expert_gated_tma(stage)
+            tma = _on_hopper(stage, int(options.expert_tma))
             if fused and tma:
                 for layer in stage.layers:
                     if layer.expert_kernels is not None:
                         layer.expert_kernels.tma = tma
                 counts['expert_gated_tma'] = fused
         if isinstance(stage, PrefixStage):
-            fused = flash_prefix_attention(stage, out)
+            fused = flash_prefix_attention(stage, out, cache)
             if fused:
                 counts['flash_attention'] = fused
         if isinstance(stage, (VisionStage, PrefixStage)):
-            moved = choose_weight_layouts(stage, out)
+            moved = choose_weight_layouts(stage, out, cache)
             if moved:
                 counts['kn_weights'] = counts.get('kn_weights', 0) + moved
-            stored = choose_gemm_algorithms(stage, out, text_lengths)
+            stored = choose_gemm_algorithms(stage, out, text_lengths, cache) \
+                if options.gemm_algorithms else 0
             if stored:
                 counts['cublaslt_linear'] = counts.get('cublaslt_linear', 0) + stored
     return counts
@@ -141,41 +149,25 @@ def bypassed_modules(stage: ExpertStage) -> dict:
     return out
 
 
-EXPERT_PDL = 2  # see expert_pdl
-
-
-def expert_pdl(stage) -> int:
-    """The dependent-launch mode of every lamp kernel in the expert's layers (their fused
-    parts, and the norm and GeGLU around the library parts): each waits for the kernel before
-    it at its first line, and lets the next one launch after its main loop (2), so the launch
-    and the next kernel's start overlap this one's tail. Measured on the whole graph, in one
-    artifact timed with the launch attribute on and off (scripts/device/pdl_ab.py, H200,
-    2026-12-01): 14.26 / 14.28 ms against 14.62 / 14.62, actions bit-identical. (Three parts
-    alone on it, chosen per part, had lost 0.10 ms in 2026-11.) Hopper and later only (the
-    griddepcontrol instructions); LAMP_EXPERT_PDL=0, 1 or 2 at build time overrides it."""
-    return _on_hopper(stage, 'LAMP_EXPERT_PDL', EXPERT_PDL)
-
-
-def expert_gated_tma(stage) -> int:
-    """1: the expert's fused gated GEMMs (o, down) load x and W by tensor descriptor (TMA)
-    instead of by pointer, the same numbers bit for bit. Measured in one Euler step on the H200
-    (scripts/device/expert_chain.py, 'chosen pdl2 premade' against '... tmagemm', two runs,
-    bench/results/h200_tma_gated/): 40.33 / 40.31 -> 39.65 / 39.57 us a layer at the build's
-    tilings, which were timed with pointer loads (as the dependent-launch mode, it is set after
-    the timing, so the tile cache's timings stay comparable). Hopper and later only (tensor
-    descriptors); LAMP_EXPERT_TMA=0 or 1 at build time overrides it."""
-    return _on_hopper(stage, 'LAMP_EXPERT_TMA', 1)
-
-
-def _on_hopper(stage, variable: str, value: int) -> int:
-    """`value` where the stage's weights are on a Hopper or later GPU, else 0; the environment
-    `variable`, when set, overrides it."""
-    if variable in os.environ:
-        return int(os.environ[variable])
+def is_hopper(stage) -> bool:
+    """The stage's weights are on a Hopper or later GPU (dependent launch, tensor descriptors)."""
     weight = next(stage.parameters(), None)
-    if weight is None or weight.device.type != 'cuda':
-        return 0
-    return value if torch.cuda.get_device_capability(weight.device) >= (9, 0) else 0
+    return weight is not None and weight.device.type == 'cuda' and \
+        torch.cuda.get_device_capability(weight.device) >= (9, 0)
+
+
+def _on_hopper(stage, value: int) -> int:
+    """`value` (a build option: the expert's dependent-launch mode, its gated GEMMs'
+    descriptor loads) where the stage runs on a Hopper or later GPU, else 0.
+
+    Dependent launch (mode 2, the default): each lamp kernel of the expert's layers waits for
+    the kernel before it at its first line and lets the next one launch after its main loop,
+    so the launch and the next kernel's start overlap this one's tail (measured on the whole
+    graph, one artifact timed with it on and off: actions bit-identical, about 2% faster;
+    docs/notebook). Descriptor loads: the fused gated GEMMs (o, down) load x and W by tensor
+    descriptor instead of by pointer, the same numbers bit for bit; set after the timing, so
+    the tile cache's timings stay comparable."""
+    return value if is_hopper(stage) else 0
 
 
 NK, KN = [0], [1]  # the weight-layout choices' tiles: (out, in) as nn.Linear, or (in, out)
@@ -201,7 +193,7 @@ def _layout_sites(stage, kinds=(torch.nn.Linear,)) -> tuple:
     return rows, [(owner, attr) for owner, attr in sites if type(getattr(owner, attr)) in kinds]
 
 
-def choose_weight_layouts(stage, tuning_out: dict) -> int:
+def choose_weight_layouts(stage, tuning_out: dict, cache: dict) -> int:
     """Store each plain linear's weight (out, in) as nn.Linear does, or (in, out) (KNLinear),
     whichever layout cuBLAS ran faster on the build GPU: one choice per GEMM shape, timed at
     the stage's rows over all its linears of that shape, each on its own weights (from HBM, as
@@ -224,8 +216,8 @@ def choose_weight_layouts(stage, tuning_out: dict) -> int:
         def launch(tiles):
             return [lin(x) for lin in (transposed if tiles == KN else linears)]
 
-        choice = tuning.pick([NK, KN], launch, on_gpu, _tile_cache(weight.device).get(key),
-                             calls=len(group), reference=NK)
+        choice = tuning.pick([NK, KN], launch, on_gpu, cache.get(key), calls=len(group),
+                             reference=NK)
         tuning_out[key] = _recorded(choice)
         if choice.tiles == KN:
             for (owner, attr), lin in zip(group, transposed or map(KNLinear, linears)):
@@ -239,7 +231,8 @@ GEMM_ALGORITHMS = 8  # the heuristic's candidates timed (it offers 7-8 for these
 GEMM_ALGORITHM_MARGIN = 0.03  # a stored algorithm must beat torch's op by this share of its time
 
 
-def choose_gemm_algorithms(stage, tuning_out: dict, text_lengths: tuple = ()) -> int:
+def choose_gemm_algorithms(stage, tuning_out: dict, text_lengths: tuple = (),
+                           cache: dict | None = None) -> int:
     """Run each plain linear of the vision and the prefix (as its layout was chosen) on the
     cuBLASLt algorithm the build GPU ran fastest, at each row count the stage will see (the
     prefix: one per prompt length), where it beats torch's op (cuBLASLt's heuristic's first
@@ -247,9 +240,10 @@ def choose_gemm_algorithms(stage, tuning_out: dict, text_lengths: tuple = ()) ->
     count, timed as the layouts are (each linear of the shape on its own weights) and checked
     against torch's op first (tuning.pick). Measured on the H200 at the prefix's 832 rows: o
     18.3 us on the heuristic's pick against 13.6 on its second (kernels/cublaslt.py). Off the
-    GPU, in other dtypes than bf16, or with LAMP_GEMM_ALGORITHMS=0 at build, nothing changes."""
+    GPU, in other dtypes than bf16, or with the spec's `build.gemm_algorithms: false`, nothing
+    changes."""
     rows, sites = _layout_sites(stage, kinds=(torch.nn.Linear, KNLinear))
-    if not sites or not kernel_ops.gemm_algorithms_on():
+    if not sites:
         return 0
     first = getattr(*sites[0])
     weight = first.weight_t if isinstance(first, KNLinear) else first.weight
@@ -266,7 +260,7 @@ def choose_gemm_algorithms(stage, tuning_out: dict, text_lengths: tuple = ()) ->
         kn = isinstance(lin, KNLinear)
         groups.setdefault((lin.in_features, lin.out_features, lin.bias is not None, kn),
                           []).append((owner, attr))
-    cache, stored = _tile_cache(weight.device), 0
+    cache, stored = cache or {}, 0
     for (k, n, bias, kn), group in groups.items():
         linears = [getattr(owner, attr) for owner, attr in group]
         chosen = {}
@@ -323,7 +317,7 @@ def _tile_cache(device) -> dict:
         else {}
 
 
-def flash_prefix_attention(stage: PrefixStage, tuning_out: dict) -> int:
+def flash_prefix_attention(stage: PrefixStage, tuning_out: dict, cache: dict) -> int:
     """`lamp::mqa_flash` for the prefix's attentions (one K/V head, on the kernel path) where
     the build GPU ran it faster than two GEMMs around `lamp::masked_softmax` -> layers moved."""
     attns = [layer.attn for layer in stage.layers
@@ -344,15 +338,15 @@ def flash_prefix_attention(stage: PrefixStage, tuning_out: dict) -> int:
 
     key = f'prefix_attention {n}x{c.num_heads}x{c.head_dim}'
     choice = tuning.pick(tuning.flash_candidates() + [LIBRARY], launch,
-                         weight.device.type == 'cuda', _tile_cache(weight.device).get(key),
-                         reference=LIBRARY)
+                         weight.device.type == 'cuda', cache.get(key), reference=LIBRARY)
     tuning_out[key] = _recorded(choice)
     for attn in attns:
         attn.flash_tiles = choice.tiles
     return len(attns) if choice.tiles else 0
 
 
-def fuse_expert_layers(stage: ExpertStage, tuning_out: dict) -> int:
+def fuse_expert_layers(stage: ExpertStage, tuning_out: dict, cache: dict,
+                       rope: str = 'timed') -> int:
     """ExpertKernels, with each part's measured choice, for every expert layer they can run.
     Layers of one weight shape share a choice, timed over all of them (see _tuning_problems)."""
     layers = [layer for layer in stage.layers
@@ -361,7 +355,6 @@ def fuse_expert_layers(stage: ExpertStage, tuning_out: dict) -> int:
         return 0
     device = layers[0].attn.o_proj.weight.device
     on_gpu = device.type == 'cuda'
-    cache = _tile_cache(device)
     groups = {}  # the layer's weight shapes -> its layers: same shapes, same choices
     for layer in layers:
         layer.expert_kernels = ExpertKernels(layer)
@@ -376,30 +369,22 @@ def fuse_expert_layers(stage: ExpertStage, tuning_out: dict) -> int:
             chosen[part] = choice.tiles
         for layer in group:
             layer.expert_kernels.tiles.update(chosen)
-        _choose_rope(stage, group, cache, on_gpu, tuning_out)
+        _choose_rope(stage, group, cache, on_gpu, tuning_out, rope)
     return len(layers)
 
 
-def expert_rope(stage) -> int | None:
-    """LAMP_EXPERT_ROPE at build time: 0 never rotates in the qkv GEMM, 1 always (where the
-    forms allow: a premade qkv, a fused attention); unset: the build GPU's timing of the pair
-    decides (None), and off the GPU it stays off (0)."""
-    if 'LAMP_EXPERT_ROPE' in os.environ:
-        return int(os.environ['LAMP_EXPERT_ROPE'])
-    weight = next(stage.parameters(), None)
-    return None if weight is not None and weight.device.type == 'cuda' else 0
-
-
 def _choose_rope(stage: ExpertStage, layers: list, cache: dict, on_gpu: bool,
-                 tuning_out: dict) -> None:
+                 tuning_out: dict, rope: str = 'timed') -> None:
     """ExpertKernels.rope for `layers` (one weight shape, their parts chosen): the premade qkv
     with its rope epilogue and the rotated attention, each tiled on its own (their candidates
     checked against the operators' float32 references), then the pair timed against the pair
     as chosen ('rope_in_qkv': [0] as chosen, [1] rotated in the qkv GEMM; the attention's
-    outputs must agree). The faster pair's tiles and switch go to every layer of `layers`."""
+    outputs must agree). The faster pair's tiles and switch go to every layer of `layers`.
+    `rope` (the spec's build.expert_rope_in_qkv): 'timed' decides by that timing on the GPU
+    and never rotates off it, 'always' rotates where the forms allow, 'never' does not."""
     kern = layers[0].expert_kernels
-    want = expert_rope(stage)
-    if want == 0 or kern.form('qkv') != 'premade' or kern.tiles['attention'] == LIBRARY:
+    if rope == 'never' or (rope == 'timed' and not on_gpu) or kern.form('qkv') != 'premade' \
+            or kern.tiles['attention'] == LIBRARY:
         return
     cfg, layer = stage.cfg, layers[0]
     heads, d, rows, prefix = cfg.expert.num_heads, cfg.expert.head_dim, cfg.action_horizon, \
@@ -462,8 +447,8 @@ def _choose_rope(stage: ExpertStage, layers: list, cache: dict, on_gpu: bool,
         tuning_out[key] = _recorded(choice)
         picked[key.split()[0]] = choice.tiles
     rotated = (1, picked['qkv_rope'], picked['attention_rotated'])
-    on = want == 1
-    if want is None:
+    on = rope == 'always'
+    if rope == 'timed':
         def pair(tiles):
             return run(rotated if tiles == [1] else as_chosen,
                        lambda i, L, k: k.attention(L, k.qkv(L, x, 0, carries[i], rotation),

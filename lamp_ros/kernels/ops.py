@@ -8,7 +8,6 @@ implementations give torch.export the output shapes, and the exported program na
 operator: whoever loads a program that uses them imports this module first.
 """
 
-import os
 
 import torch
 from torch.nn import functional as F
@@ -632,9 +631,9 @@ def _(q, k, v, mask, heads, scale, tiles):
 # `table` holds, per row count the build timed (one per prompt-length graph for the prefix), the
 # algorithm that beat torch's op: ALGORITHM_ENTRY ints each, [rows, its 8 words, workspace
 # bytes] (kernels/cublaslt.py). `cublaslt` and `gpu` are where it was measured: the bytes mean
-# something to that library version on that GPU only, so anywhere else, at a row count the
-# table does not hold, or with LAMP_GEMM_ALGORITHMS=0, the operator is torch's op, as the stage
-# was before.
+# something to that library version on that GPU only, so anywhere else, or at a row count the
+# table does not hold, the operator is torch's op, as the stage was before. (A build with the
+# spec's build.gemm_algorithms false stores none.)
 
 ALGORITHM_ENTRY = 10
 
@@ -680,18 +679,11 @@ def lt_linear_reference(x, weight, bias, weight_kn):
     return torch.mm(x, wt) if bias is None else torch.addmm(bias, x, wt)
 
 
-def gemm_algorithms_on() -> bool:
-    """LAMP_GEMM_ALGORITHMS=0 in the environment: no stored algorithm runs (at run time, for an
-    A/B on one artifact: scripts/device/pdl_ab.py --variable LAMP_GEMM_ALGORITHMS) and none is
-    stored (at build time)."""
-    return os.environ.get('LAMP_GEMM_ALGORITHMS') != '0'
-
-
 def _lt_linear_stored(x, weight, bias, weight_kn, table, version, gpu):
     """The product on the stored algorithm, or None where it may not run here."""
     from lamp_ros.kernels import cublaslt
     algo = table_algorithm(table, x.shape[0])
-    if algo is None or x.dtype != torch.bfloat16 or not gemm_algorithms_on():
+    if algo is None or x.dtype != torch.bfloat16:
         return None
     try:
         if cublaslt.identity(x.device) != {'cublaslt': version, 'gpu': gpu}:

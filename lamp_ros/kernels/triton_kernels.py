@@ -6,7 +6,6 @@ policy has (widths 1024-2048, head dim 256, MLP widths 4096-16384): a whole row 
 the norms, one (token, head) per program for RoPE, 1024-wide column tiles for GeGLU.
 """
 
-import os
 
 import torch
 import triton
@@ -44,9 +43,8 @@ def grid_dependency(PDL: tl.constexpr, WHERE: tl.constexpr):
 
 def pdl_launch(pdl: int) -> dict:
     """The launch option of grid_dependency's kernels (none when off, so a Triton without the
-    option still runs them). LAMP_PDL=0 in the environment launches them in plain stream order
-    (their wait then returns at once): one artifact timed both ways (scripts/device/pdl_ab.py)."""
-    return {'launch_pdl': True} if pdl and os.environ.get('LAMP_PDL', '1') != '0' else {}
+    option still runs them). The mode comes from the program (the spec's build.expert_pdl)."""
+    return {'launch_pdl': True} if pdl else {}
 
 
 @triton.jit

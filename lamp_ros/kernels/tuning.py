@@ -15,7 +15,7 @@ on its own weights, so they stream from HBM (TIMING). Measuring every candidate 
 minute of a build on the H200, so the choices a build measured are kept per GPU model in
 kernels/tiles/<gpu>.json (with every candidate's time) and reused when the GPU, part and shape
 match and every current candidate was among those timed, the same way (a candidate added later
-gets measured); LAMP_MEASURE_TILES=1 measures anyway.
+gets measured); `lamp compile --measure-tiles` measures anyway.
 """
 
 import json
@@ -255,11 +255,11 @@ def cache_path(gpu_name: str) -> str:
 
 def cached_tiles(gpu_name: str) -> dict:
     """{'<part> <shape>': {'tiles': the choice, 'measured': the candidates it was timed
-    against}} from before on this GPU model ({} when none, or when LAMP_MEASURE_TILES=1 asks
-    for a fresh measurement). A choice is reused only where `measured` covers every current
+    against}} from before on this GPU model ({} when none; `lamp compile --measure-tiles`
+    does not read it). A choice is reused only where `measured` covers every current
     candidate: a candidate added since is measured, not silently skipped."""
     path = cache_path(gpu_name)
-    if os.environ.get('LAMP_MEASURE_TILES') == '1' or not os.path.isfile(path):
+    if not os.path.isfile(path):
         return {}
     with open(path, encoding='utf-8') as f:
         cache = json.load(f)

@@ -11,7 +11,7 @@ export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee "$out/gpu.txt"
 gpu="$(python3 -c 'import torch; print(torch.cuda.get_device_name())')"
 spec=config/specs/pi05_tiny_cuda.yaml
-LAMP_MEASURE_TILES=1 python3 -m lamp_ros.cli compile "$spec" --out /tmp/cold > "$out/cold.log" 2>&1
+python3 -m lamp_ros.cli compile "$spec" --out /tmp/cold --measure-tiles > "$out/cold.log" 2>&1
 python3 scripts/update_tile_cache.py /tmp/cold/plan.json /tmp/cold/evidence/build.json "$gpu" \
   | tee "$out/cache.txt"
 python3 -m lamp_ros.cli compile "$spec" --out /tmp/warm > "$out/warm.log" 2>&1

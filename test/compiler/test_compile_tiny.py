@@ -55,6 +55,7 @@ def test_plan_groups_and_coverage(artifact):
     assert {'groups', 'coverage'} <= set(plan)
     for group in plan['groups']:
         assert {'name', 'backend', 'precision', 'device', 'nodes', 'reason'} <= set(group)
+    assert plan['options'] == _json(artifact, 'spec.json')['build']  # how it was built
     backends = [g['backend'] for g in plan['groups']]
     assert backends.count('onnxruntime') == 1
     assert plan['coverage']['backends']['onnxruntime']['ops'] > 2000

@@ -38,6 +38,11 @@ def test_committed_spec_loads():
     (lambda d: d['weights'].update(file='w.safetensors'), 'weights: give either file or seed'),
     (lambda d: d['parity'].update(samples=0), 'parity.samples'),
     (lambda d: d.pop('policy'), 'policy: missing'),
+    (lambda d: d.update(build={'expert_pdl': 3}), 'build.expert_pdl: 0, 1 or 2'),
+    (lambda d: d.update(build={'expert_tma': 'yes'}), 'build.expert_tma: expected true'),
+    (lambda d: d.update(build={'expert_rope_in_qkv': 'sometimes'}),
+     'build.expert_rope_in_qkv: one of timed, always, never'),
+    (lambda d: d.update(build={'measure_tiles': True}), 'build.measure_tiles: unknown key'),
     (lambda d: d['fusion'].update(side_stream='denoise'), 'fusion.side_stream: a list'),
     (lambda d: d['fusion'].update(side_streams=['denoise']), 'fusion.side_streams: unknown'),
     (lambda d: d['fusion'].update(text_lengths=64), 'fusion.text_lengths: prompt lengths'),
@@ -76,3 +81,16 @@ def test_full_and_gpu_specs_load():
     raw = _raw()
     del raw['fusion']['text_lengths']
     assert parse_spec(raw).fusion['text_lengths'] == []  # one prompt length unless asked
+
+
+def test_build_options_default_to_the_measured_best_and_reach_the_spec_copy():
+    """The spec's `build:` (how the cuda backend builds) has the defaults measured best on
+    Hopper; the artifact's spec.json and plan.json record the options a build used."""
+    spec = load_spec(SPEC)
+    assert spec.build.to_dict() == {'expert_pdl': 2, 'expert_tma': True,
+                                    'expert_rope_in_qkv': 'timed', 'gemm_algorithms': True}
+    d = _raw()
+    d['build'] = {'expert_pdl': 0, 'gemm_algorithms': False}
+    edited = parse_spec(d)
+    assert edited.build.expert_pdl == 0 and not edited.build.gemm_algorithms
+    assert edited.to_dict()['build']['expert_tma'] is True

@@ -11,7 +11,7 @@ import torch
 from lamp_ros.compiler.passes import PASS_NAMES, run_passes
 from lamp_ros.compiler.passes.expert_kernels import LIBRARY, PARTS, PREMADE
 from lamp_ros.compiler.passes.record import stage_modules
-from lamp_ros.compiler.spec import load_spec
+from lamp_ros.compiler.spec import BuildOptions, load_spec
 from lamp_ros.kernels import lowering, tuning
 from lamp_ros.kernels.lowering import bypassed_modules, use_kernels
 from lamp_ros.policies.example import example_observation
@@ -217,6 +217,9 @@ def test_a_warm_tile_cache_changes_the_evidence_not_the_choices(optimised, monke
     cold_choices, cold_how = tuning.split_record(cold)
     warm_choices, warm_how = tuning.split_record(warm)
     assert warm_choices == cold_choices and warm_how != cold_how
+    remeasured = {}  # lamp compile --measure-tiles: the cache is not read
+    use_kernels(copy.deepcopy(passed), remeasured, measure_tiles=True)
+    assert {r['source'] for r in remeasured.values()} == {'first candidate'}
 
 
 def test_no_gemm_algorithm_is_stored_off_the_gpu(optimised):
@@ -346,32 +349,32 @@ def test_expert_premade_mixed_with_other_forms_across_layers(optimised):
     assert calls.count('lamp.ada_geglu.default') == steps  # the first layer's gate_up
 
 
-def _switched_by_environment(passed, monkeypatch, variable, value, attribute, count):
-    """The expert stage lowered without `variable` (off the GPU: the switch stays 0, no
-    `count`), then with it set to `value` (every layer's ExpertKernels.<attribute> takes it,
-    `count` names every layer) -> (the switched stages, their expert layers)."""
-    monkeypatch.delenv(variable, raising=False)
+def _switched_on_hopper(passed, monkeypatch, options, attribute, value, count):
+    """The expert stage lowered with the build `options` off a Hopper GPU (here: the switch
+    stays 0, no `count`), then as on one (lowering.is_hopper stands in for the GPU: every
+    layer's ExpertKernels.<attribute> takes `value`, `count` names every layer) -> (the
+    switched stages, their expert layers)."""
     plain = {'denoise': copy.deepcopy(passed['denoise'])}
-    assert count not in use_kernels(plain)
+    assert count not in use_kernels(plain, options=options)
     assert all(getattr(layer.expert_kernels, attribute) == 0
                for layer in plain['denoise'].layers)
-    monkeypatch.setenv(variable, str(value))
+    monkeypatch.setattr(lowering, 'is_hopper', lambda stage: True)
     switched = {'denoise': copy.deepcopy(passed['denoise'])}
     layers = switched['denoise'].layers
-    assert use_kernels(switched)[count] == len(layers)
+    assert use_kernels(switched, options=options)[count] == len(layers)
     assert all(getattr(layer.expert_kernels, attribute) == value for layer in layers)
     return switched, layers
 
 
 def test_expert_dependent_launch_mode_reaches_every_lamp_kernel(optimised, monkeypatch):
-    """Dependent launch (on by default on Hopper GPUs; LAMP_EXPERT_PDL=2 asks for it here)
-    puts every lamp kernel of the expert layers on programmatic dependent launch (the fused
-    parts' tiles get the mode appended, the library forms' norm and GeGLU take it): same numbers
-    (on the CPU the references ignore it), and the exported program carries the mode to the
-    GPU. Off the GPU, without the variable, it stays off."""
+    """Dependent launch (the spec's build.expert_pdl, 2 by default, on Hopper GPUs) puts every
+    lamp kernel of the expert layers on programmatic dependent launch (the fused parts' tiles
+    get the mode appended, the library forms' norm and GeGLU take it): same numbers (on the CPU
+    the references ignore it), and the exported program carries the mode to the GPU. Off a
+    Hopper GPU it stays off."""
     graph, _, passed, values = optimised
-    switched, layers = _switched_by_environment(passed, monkeypatch, 'LAMP_EXPERT_PDL', 2,
-                                                'pdl', 'expert_layer_pdl2')
+    switched, layers = _switched_on_hopper(passed, monkeypatch, BuildOptions(expert_tma=False),
+                                           'pdl', 2, 'expert_layer_pdl2')
     for i, layer in enumerate(layers):  # both forms of every part, as in the mixed test
         assert layer.expert_kernels.pdl == 2
         for j, part in enumerate(PARTS):
@@ -398,16 +401,14 @@ def test_expert_dependent_launch_mode_reaches_every_lamp_kernel(optimised, monke
 
 
 def test_expert_gated_gemms_take_descriptor_loads_where_asked(optimised, monkeypatch):
-    """Descriptor loads for the fused gated GEMMs (on by default on Hopper GPUs;
-    LAMP_EXPERT_TMA=1 asks for it here) append the flag after the dependent-launch mode to o's
-    and down's tiles only, in the fused form only (gated_linear and gated_linear_prep both carry
-    it into the exported program); the numbers stay the passes' (the CPU references ignore
-    tiles; the GPU kernel's bit-identity is test_triton_kernels' and expert_chain.py's). Off
-    the GPU, without the variable, it stays off."""
+    """Descriptor loads for the fused gated GEMMs (the spec's build.expert_tma, on by default,
+    on Hopper GPUs) append the flag after the dependent-launch mode to o's and down's tiles
+    only, in the fused form only (gated_linear and gated_linear_prep both carry it into the
+    exported program); the numbers stay the passes' (the CPU references ignore tiles; the GPU
+    kernel's bit-identity is test_triton_kernels'). Off a Hopper GPU it stays off."""
     graph, _, passed, values = optimised
-    monkeypatch.delenv('LAMP_EXPERT_PDL', raising=False)
-    switched, layers = _switched_by_environment(passed, monkeypatch, 'LAMP_EXPERT_TMA', 1,
-                                                'tma', 'expert_gated_tma')
+    switched, layers = _switched_on_hopper(passed, monkeypatch, BuildOptions(expert_pdl=0),
+                                           'tma', 1, 'expert_gated_tma')
     first, second = (layer.expert_kernels for layer in layers)
     first.tiles['gate_up'] = _premade_tiles(layers[0], 'gate_up')  # o makes its input: prep
     second.tiles['down'] = LIBRARY  # a library down takes no flag
@@ -457,10 +458,11 @@ def test_prefix_attention_agrees_in_either_form(optimised, flash):
 
 def test_expert_rope_in_qkv_keeps_the_outputs_and_exports(optimised, monkeypatch):
     """A premade qkv that rotates q and k in its epilogue and the attention that reads them so
-    (LAMP_EXPERT_ROPE=1 asks for the pair here; on the GPU the build times it against the pair
-    as chosen): the stage computes what the passes' stage does, the exported program names
-    the two operators instead of premade_linear and mqa_attention, and the pair's tiles are
-    its own forms' choices. Without the variable, off the GPU, nothing changes."""
+    (the spec's build.expert_rope_in_qkv: 'always' asks for the pair here; 'timed', the
+    default, times it on the GPU against the pair as chosen): the stage computes what the
+    passes' stage does, the exported program names the two operators instead of
+    premade_linear and mqa_attention, and the pair's tiles are its own forms' choices. 'timed'
+    off the GPU changes nothing."""
     graph, _, passed, values = optimised
     switched = {'denoise': copy.deepcopy(passed['denoise'])}
     use_kernels(switched)
@@ -468,12 +470,10 @@ def test_expert_rope_in_qkv_keeps_the_outputs_and_exports(optimised, monkeypatch
     layers = stage.layers
     for layer in layers:
         layer.expert_kernels.tiles['qkv'] = _premade_tiles(layer, 'qkv')
-    monkeypatch.delenv('LAMP_EXPERT_ROPE', raising=False)
     out = {}
-    lowering._choose_rope(stage, layers, {}, False, out)
+    lowering._choose_rope(stage, layers, {}, False, out, 'timed')
     assert out == {} and not any(layer.expert_kernels.rope for layer in layers)
-    monkeypatch.setenv('LAMP_EXPERT_ROPE', '1')
-    lowering._choose_rope(stage, layers, {}, False, out)
+    lowering._choose_rope(stage, layers, {}, False, out, 'always')
     w = layers[0].attn.in_proj.linears()[0].weight
     d = stage.cfg.expert.head_dim
     for layer in layers:
@@ -517,9 +517,8 @@ def test_a_rope_form_whose_every_tiling_fails_leaves_the_layers_as_chosen(
     def refuse(*args, **kwargs):
         raise RuntimeError('tuning: every candidate failed: {...}')
     monkeypatch.setattr(tuning, 'pick', refuse)
-    monkeypatch.setenv('LAMP_EXPERT_ROPE', '1')
     out = {}
-    lowering._choose_rope(stage, stage.layers, {}, False, out)
+    lowering._choose_rope(stage, stage.layers, {}, False, out, 'always')
     assert [dict(layer.expert_kernels.tiles) for layer in stage.layers] == before
     assert not any(layer.expert_kernels.rotates_in_qkv() for layer in stage.layers)
     (key, record), = out.items()

@@ -89,12 +89,10 @@ def test_the_h200_cache_covers_pi05_full_with_current_candidates():
         assert not key.startswith('cublaslt') or str(tiles) in cache['timings_ms'][key], key
 
 
-def test_measure_tiles_env_ignores_the_cache(monkeypatch):
+def test_the_tile_cache_is_per_gpu_model():
     cache = tuning.cached_tiles('NVIDIA H200')
     assert cache and all(set(c) == {'tiles', 'measured'} for c in cache.values())
     assert tuning.cached_tiles('Some Other GPU') == {}
-    monkeypatch.setenv('LAMP_MEASURE_TILES', '1')
-    assert tuning.cached_tiles('NVIDIA H200') == {}
 
 
 def test_premade_candidates_fit_the_shape_and_the_shared_memory():

@@ -172,8 +172,9 @@ def test_plan_diff_names_the_prompt_lengths():
 
 
 def test_plan_diff_names_stored_gemm_algorithms():
-    """A build that stored cuBLASLt algorithms (plan.json `build.cublaslt`: LAMP_GEMM_ALGORITHMS
-    at build, or another build GPU) shows in the diff: how many linears, where measured."""
+    """A build that stored cuBLASLt algorithms (plan.json `build.cublaslt`: the spec's
+    build.gemm_algorithms, or another build GPU) shows in the diff: how many linears, where
+    measured."""
     from dataclasses import replace
     from lamp_ros.artifact.plan import BuildPlan
     from lamp_ros.backends.base import GroupSpec
