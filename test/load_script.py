@@ -8,7 +8,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def load_script(*path: str):
-    """load_script('scripts', 'device', 'wgmma_check.py') -> the module, named after the file."""
+    """load_script('scripts', 'update_tile_cache.py') -> the module, named after the file."""
     name = os.path.splitext(os.path.basename(path[-1]))[0].replace('.', '_')
     spec = importlib.util.spec_from_file_location(name, os.path.join(ROOT, *path))
     module = importlib.util.module_from_spec(spec)

@@ -2,7 +2,7 @@
 
 The program is the real one (conftest.py: pi05_tiny_cuda's cuda group, exported, saved and
 loaded). What needs a GPU, the two captured graphs and their shared memory pool, is not here
-(scripts/device/inference_overhead.py times them on the H200); what is here: where the program
+(the cuda builds on the GPU, scripts/device/full_gpu.sh); what is here: where the program
 splits and why it would not, and that running it in two phases computes what the program
 computes, also when the late inputs are written only between the phases, as the graphs' copies
 write them.

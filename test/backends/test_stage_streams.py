@@ -3,7 +3,7 @@
 The program is the real one: pi05_tiny_cuda's plan, its cuda group (vision, prefix, denoise)
 with every pass and the lamp:: kernels (their CPU references), exported with torch.export as
 the cuda backend does, saved and loaded. What needs a GPU, the streams and the events of the
-capture, is not here (scripts/device/stage_streams_probe.py and the device builds run it);
+capture, is not here (the device builds run it: scripts/device/full_gpu.sh);
 what is here: the rewrite keeps every output bit for bit, the schedule lets the expert start
 before the prefix ends (and would not without the rewrite), and the interpreter that runs the
 schedule computes what the program computes.

@@ -96,7 +96,7 @@ def test_the_kernel_form_sums_as_its_module_says(fast):
     """The kernel form's GEMM is torch._scaled_mm over float8 codes (this CPU's torch has it, so
     the kernel path itself runs here): it computes the quantised linear, and the exported
     program (what a GPU artifact runs) carries the module's accumulation mode. Whether the fast
-    mode is faster and how exact it stays are GPU questions: scripts/device/levers_probe.py."""
+    mode is faster and how exact it stays are GPU questions (docs/notebook/ has the H200's)."""
     torch.manual_seed(0)
     linear = torch.nn.Linear(64, 48, bias=False).to(torch.bfloat16)
     fp8 = Fp8Linear.from_linear(linear, fast_accumulation=fast)
