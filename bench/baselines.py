@@ -24,9 +24,9 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from lamp_ros.policies.gemma import make_attention_mask
-from lamp_ros.policies.pi05 import posemb_sincos, suffix_attention
-from lamp_ros.policies.siglip import to_model_range
+from lamp_ros.policies.pi05.gemma import make_attention_mask
+from lamp_ros.policies.pi05.model import posemb_sincos, suffix_attention
+from lamp_ros.policies.pi05.siglip import to_model_range
 
 HF_DIFFERENCES = (
     'HF modules: SiglipVisionModel (no pooling head) + Linear projector, GemmaModel prefix, a '

@@ -49,10 +49,10 @@ import time
 import numpy as np
 import torch
 
-from lamp_ros.policies.config import get_preset
-from lamp_ros.policies.param_count import param_counts
-from lamp_ros.policies.pi05 import Pi05Model
-from lamp_ros.policies.weights import init_weights
+from lamp_ros.policies.pi05.config import get_preset
+from lamp_ros.policies.pi05.param_count import param_counts
+from lamp_ros.policies.pi05.model import Pi05Model
+from lamp_ros.policies.pi05.weights import init_weights
 
 PEAK_TFLOPS, PEAK_TBPS = 790.0, 4.3   # bf16 dense matrix rate and copy bandwidth (FIELD-NOTES)
 
@@ -244,7 +244,7 @@ def inference_trace(artifact: str, path: str) -> dict:
     when it ends in .gz) and the kernel timeline beside it; returns the timeline's summary."""
     from bench.gpu_pi05_plots import kernel_timeline
     from lamp_ros.whitebox.kernel_profile import trace
-    from lamp_ros.whitebox.ops import read_trace
+    from lamp_ros.whitebox.op_profile import read_trace
     done = trace(artifact, path, cpu=True)
     png = path.split('.json')[0] + '.png'
     summary = kernel_timeline(read_trace(path), png,

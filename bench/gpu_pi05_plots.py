@@ -15,7 +15,7 @@ results can be redrawn on a machine without a GPU.
 import argparse
 import json
 
-from lamp_ros.whitebox.ops import gpu_events, read_trace
+from lamp_ros.whitebox.op_profile import gpu_events, read_trace
 from lamp_ros.whitebox.plots import pyplot, write_kernel_timeline
 
 TARGET_MS = 9.0          # issue 9's lamp_ms target

@@ -31,7 +31,7 @@ from lamp_ros.backends.cuda import HostInputs
 from lamp_ros.compiler.device_letterbox import frame_capacity
 from lamp_ros.ops.image import preprocess_image, resize_with_pad, stack_cameras
 from lamp_ros.ops.letterbox import letterbox_frames
-from lamp_ros.policies.example import DEFAULT_SIZES as SIZES
+from lamp_ros.policies.pi05.example import DEFAULT_SIZES as SIZES
 
 SLOTS = tuple(SIZES)
 SIZE = 224  # pi05_full's image size

@@ -35,7 +35,8 @@ import numpy as np
 import yaml
 
 from lamp_ros.ops.normalize import NormStats
-from lamp_ros.policies.example import DEFAULT_PROMPT, example_observation
+from lamp_ros.policies.pi05.assets import norm_stats_path
+from lamp_ros.policies.pi05.example import DEFAULT_PROMPT, example_observation
 from lamp_ros.runtime import Runtime
 
 SPEC = 'config/specs/pi05_tiny.yaml'
@@ -99,7 +100,7 @@ def eager_tick(pipeline, observation) -> float:
 
 def measure(paths: dict, runs: int, sessions: int) -> dict:
     """Per prompt: every build's tick and ONNX group times, and the eager policy's tick."""
-    from lamp_ros.compiler.spec import load_spec
+    from lamp_ros.spec import load_spec
     from lamp_ros.trace.from_spec import build_pipeline
     names = list(paths)
     runtimes = {}
@@ -109,7 +110,7 @@ def measure(paths: dict, runs: int, sessions: int) -> dict:
     pipeline = build_pipeline(load_spec(SPEC))
     order = [*runtimes, EAGER]
     shuffle = random.Random(0).shuffle
-    stats = NormStats.load()
+    stats = NormStats.load(norm_stats_path())
     rows = {}
     for label, prompt in PROMPTS.items():
         observation = example_observation(stats, seed=1, prompt=prompt)
@@ -158,11 +159,13 @@ import sys
 sys.path.insert(0, {root!r})
 from bench.tiny_cpu import PROMPTS, infer
 from lamp_ros.ops.normalize import NormStats
-from lamp_ros.policies.example import example_observation
+from lamp_ros.policies.pi05.assets import norm_stats_path
+from lamp_ros.policies.pi05.example import example_observation
 from lamp_ros.runtime import Runtime
+
 runtime = Runtime.load({path!r})
 for prompt in PROMPTS.values():
-    infer(runtime, example_observation(NormStats.load(), seed=1, prompt=prompt))
+    infer(runtime, example_observation(NormStats.load(norm_stats_path()), seed=1, prompt=prompt))
 print(next(line.split()[1] for line in open('/proc/self/status') if line.startswith('VmHWM')))
 """
 

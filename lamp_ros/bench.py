@@ -12,7 +12,7 @@ import time
 
 
 def bench_artifact(path: str, runs: int = 30, warmup: int = 3) -> dict:
-    from lamp_ros.compiler.spec import parse_spec
+    from lamp_ros.spec import parse_spec
     from lamp_ros.runtime import Runtime
     from lamp_ros.runtime.loop import synthetic_observation
     from lamp_ros.trace.from_spec import build_pipeline

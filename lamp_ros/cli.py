@@ -19,7 +19,7 @@ def _sim(args) -> int:
 def _trace(args) -> int:
     from rich.console import Console
 
-    from lamp_ros.compiler.spec import load_spec
+    from lamp_ros.spec import load_spec
     from lamp_ros.trace.from_spec import trace_spec
     console = Console(stderr=True)
     with console.status('tracing') as status:

@@ -28,7 +28,7 @@ def spec_changes(artifact: str, spec: str) -> list:
     artifact was built from (its spec.json): [] when the artifact is the spec's."""
     import json
 
-    from lamp_ros.compiler.spec import load_spec
+    from lamp_ros.spec import load_spec
     with open(os.path.join(artifact, 'spec.json'), encoding='utf-8') as f:
         built = json.load(f)
     wanted = json.loads(json.dumps(load_spec(spec).to_dict()))

@@ -11,6 +11,9 @@ from typing import Mapping
 
 import numpy as np
 
+# The simulated arm's task; the node's `prompt` parameter and the replays default to it.
+DEFAULT_PROMPT = 'pick up the red cube and place it in the bowl'
+
 
 @dataclass(frozen=True)
 class Observation:
@@ -65,3 +68,21 @@ def validate_observation(obs, camera_slots, state_dim: int) -> Observation:
     if not isinstance(obs.prompt, str):
         raise ValueError(f'prompt: expected str, got {type(obs.prompt).__name__}')
     return Observation(images=dict(obs.images), state=state, prompt=obs.prompt)
+
+
+def example_observation(sizes: Mapping[str, tuple], state_low, state_high, seed: int = 0,
+                        prompt: str = DEFAULT_PROMPT) -> dict:
+    """Deterministic inputs of the right shapes for tracing, parity runs, demos and tests:
+    one random-but-smooth image (gradients plus noise) per camera at its (height, width), a
+    state drawn inside [state_low, state_high] (10-90% of the range), the prompt."""
+    rng = np.random.default_rng(seed)
+    images = {}
+    for slot, (h, w) in sizes.items():
+        yy, xx = np.mgrid[0:h, 0:w]
+        base = np.stack([xx * 255 // max(w - 1, 1), yy * 255 // max(h - 1, 1),
+                         (xx + yy) * 255 // max(h + w - 2, 1)], axis=-1)
+        noise = rng.integers(-40, 41, size=(h, w, 3))
+        images[slot] = np.clip(base + noise, 0, 255).astype(np.uint8)
+    lo, hi = np.asarray(state_low, np.float32), np.asarray(state_high, np.float32)
+    state = (lo + (hi - lo) * rng.uniform(0.1, 0.9, size=lo.shape)).astype(np.float32)
+    return {'images': images, 'state': state, 'prompt': prompt}

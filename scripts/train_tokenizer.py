@@ -15,8 +15,8 @@ import sys
 
 import sentencepiece as spm
 
-ASSETS = os.path.join(
-    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'lamp_ros', 'policies', 'assets')
+ASSETS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'lamp_ros',
+                      'policies', 'pi05', 'assets')
 DEFAULT_CORPUS = os.path.join(ASSETS, 'tokenizer_corpus.txt')
 DEFAULT_OUT = os.path.join(ASSETS, 'tokenizer.model')
 DEFAULT_VOCAB_SIZE = 512

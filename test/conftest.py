@@ -77,6 +77,21 @@ def tiny_artifact(tmp_path_factory):
     return shared_build(tmp_path_factory, 'pi05_tiny', _compile_tiny)
 
 
+@pytest.fixture(scope='session')
+def tiny_spec():
+    from lamp_ros.spec import load_spec
+    return load_spec(TINY_SPEC)
+
+
+@pytest.fixture(scope='session')
+def tiny_graph(tiny_spec):
+    """pi05_tiny's stage graph, traced on its example observation (no export: fast)."""
+    from lamp_ros.trace.from_spec import build_pipeline, trace_pipeline
+    pipeline = build_pipeline(tiny_spec)
+    return trace_pipeline(pipeline, pipeline.example_observation(), export=False,
+                          name='pi05_tiny')
+
+
 VARIANT_EDITS = {
     'seed': lambda s: s['weights'].update(stage_seeds={'vision': 7}),
     'fp16': lambda s: s['stages']['vision'].update(precision='fp16'),

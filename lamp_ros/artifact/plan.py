@@ -3,9 +3,36 @@ members and the reason for each choice, the phase of every node, the coverage ta
 
 from dataclasses import dataclass, field
 
-from lamp_ros.backends.base import GroupSpec
-
 SCHEMA = 'lamp.plan/1'
+
+
+@dataclass(frozen=True)
+class GroupSpec:
+    """One group of the build plan (plan.json `groups[i]`)."""
+
+    name: str
+    backend: str
+    precision: str
+    device: str
+    nodes: tuple
+    inputs: tuple        # value names the group reads from outside
+    outputs: tuple       # value names the group hands to other groups or the graph output
+    reason: str = ''
+    build: dict = field(default_factory=dict)  # backend metadata written by compile()
+    side_stages: tuple = ()  # members captured from a second stream (spec fusion.side_stream)
+
+    def to_dict(self) -> dict:
+        return {'name': self.name, 'backend': self.backend, 'precision': self.precision,
+                'device': self.device, 'nodes': list(self.nodes), 'inputs': list(self.inputs),
+                'outputs': list(self.outputs), 'reason': self.reason,
+                'side_stages': list(self.side_stages), 'build': self.build}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> 'GroupSpec':
+        return cls(name=d['name'], backend=d['backend'], precision=d['precision'],
+                   device=d['device'], nodes=tuple(d['nodes']), inputs=tuple(d['inputs']),
+                   outputs=tuple(d['outputs']), reason=d.get('reason', ''),
+                   build=d.get('build', {}), side_stages=tuple(d.get('side_stages', ())))
 
 
 @dataclass(frozen=True)

@@ -1,35 +1,8 @@
-"""What every backend receives and returns; plain data so the plan can carry it."""
+"""What every backend receives and returns (a group is artifact.plan.GroupSpec)."""
 
 from dataclasses import dataclass, field
 
-
-@dataclass(frozen=True)
-class GroupSpec:
-    """One group of the build plan (plan.json `groups[i]`)."""
-
-    name: str
-    backend: str
-    precision: str
-    device: str
-    nodes: tuple
-    inputs: tuple        # value names the group reads from outside
-    outputs: tuple       # value names the group hands to other groups or the graph output
-    reason: str = ''
-    build: dict = field(default_factory=dict)  # backend metadata written by compile()
-    side_stages: tuple = ()  # members captured from a second stream (spec fusion.side_stream)
-
-    def to_dict(self) -> dict:
-        return {'name': self.name, 'backend': self.backend, 'precision': self.precision,
-                'device': self.device, 'nodes': list(self.nodes), 'inputs': list(self.inputs),
-                'outputs': list(self.outputs), 'reason': self.reason,
-                'side_stages': list(self.side_stages), 'build': self.build}
-
-    @classmethod
-    def from_dict(cls, d: dict) -> 'GroupSpec':
-        return cls(name=d['name'], backend=d['backend'], precision=d['precision'],
-                   device=d['device'], nodes=tuple(d['nodes']), inputs=tuple(d['inputs']),
-                   outputs=tuple(d['outputs']), reason=d.get('reason', ''),
-                   build=d.get('build', {}), side_stages=tuple(d.get('side_stages', ())))
+from lamp_ros.artifact.plan import GroupSpec
 
 
 @dataclass
@@ -43,8 +16,9 @@ class CompileContext:
     example: dict          # value name -> example value captured from the eager run
     progress: object = None
     text_lengths: tuple = ()  # spec fusion.text_lengths (backends/text_lengths.py)
-    options: object = None    # spec build: (compiler.spec.BuildOptions; None: the defaults)
+    options: object = None    # spec build: (spec.BuildOptions; None: the defaults)
     measure_tiles: bool = False  # time every tuned choice, the tile cache unread
+    lowering: object = None   # the policy's cuda lowering (compiler/rewrites.py), or None
 
     def say(self, message: str) -> None:
         if self.progress:

@@ -2,15 +2,15 @@
 
 Compile side: the group's model stages, cast to the group precision and moved to the GPU,
 switched onto lamp_ros's own kernels where the graph passes put them in a form that has them
-(kernels/lowering.py: fused RMSNorm, RoPE, GeGLU, residual adds in GEMM epilogues, and each
-part of an expert layer on a fused kernel or its library form, whichever this GPU ran faster,
+(policies/pi05/cuda_lowering.py: fused RMSNorm, RoPE, GeGLU, residual adds in GEMM epilogues, and
+each part of an expert layer on a fused kernel or its library form, whichever this GPU ran faster,
 the choices recorded as `tiles`), are
 captured with torch.export and saved as a PT2 archive (graph JSON + raw weight bytes of the
 tensors the lowering made; the example inputs are dropped so the archive holds no pickled
 objects). It must be built on a CUDA
 machine: export records the device.
 Run side (needs torch with CUDA on the robot; CPU artifacts never load this module): load the
-program (after importing kernels/ops.py, which registers the `lamp::` operators it names), bind
+program (after importing kernels/operators/, which registers the `lamp::` operators it names), bind
 the weights the build left out of it from weights/<node>.safetensors (the checksummed canonical
 copy; program_weights.py),
 allocate static input buffers once, warm up, and capture the group with its transfers in it:
@@ -70,13 +70,12 @@ def compile(ctx) -> GroupBuild:
     torch = _torch_cuda()
     dtype = getattr(torch, TORCH_DTYPES[ctx.group.precision])
     from lamp_ros.kernels import tuning
-    from lamp_ros.kernels.lowering import use_kernels
     modules = {n: copy.deepcopy(m).to('cuda', dtype) for n, m in ctx.modules.items()
                if n in ctx.group.nodes}
     axis = text_lengths.text_axis(ctx.graph, ctx.group, ctx.example, ctx.text_lengths)
     tiles = {}
-    kernels = use_kernels(modules, tiles, axis.lengths if axis else (), ctx.options,
-                          ctx.measure_tiles)
+    kernels = ctx.lowering(modules, tiles, axis.lengths if axis else (), ctx.options,
+                           ctx.measure_tiles) if ctx.lowering else {}
     if kernels:
         ctx.say(f'{ctx.group.name}: lamp kernels ' +
                 ', '.join(f'{k} x{v}' for k, v in sorted(kernels.items())))
@@ -129,7 +128,7 @@ def _stored_algorithms(modules) -> dict | None:
     """plan.json's record of the GEMMs on stored cuBLASLt algorithms (LtLinear): where they
     were measured (the only library version and GPU they run on) and, per row count, how many
     linears have one; None without any."""
-    from lamp_ros.compiler.passes.modules import LtLinear
+    from lamp_ros.kernels.linears import LtLinear
     stored = [m for stage in modules.values() for m in stage.modules()
               if isinstance(m, LtLinear)]
     if not stored:
@@ -244,7 +243,7 @@ class CudaGraphRunner:
     def __init__(self, group, root: str, device: str, side_stages=None,
                  side_priority: int = -1, first_stage_inputs=None):
         torch = _torch_cuda()
-        import lamp_ros.kernels.ops  # noqa: F401  (registers the lamp:: operators)
+        import lamp_ros.kernels.operators  # noqa: F401  (registers the lamp:: operators)
         from lamp_ros.backends import stage_streams
         self.torch = torch
         torch.backends.cudnn.allow_tf32 = False  # fp32 groups keep fp32 parity

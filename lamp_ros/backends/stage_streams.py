@@ -45,7 +45,7 @@ def _reads_any_stride(node) -> bool:
     """An operator that reads its K/V rows at whatever token stride they come (lamp's fused
     expert attention: its kernel takes the stride), so a strided part needs no copy for it."""
     import torch
-    import lamp_ros.kernels.ops  # noqa: F401  (registers the lamp:: operators)
+    import lamp_ros.kernels.operators  # noqa: F401  (registers the lamp:: operators)
     return _is_op(node, torch.ops.lamp.mqa_attention.default)
 
 

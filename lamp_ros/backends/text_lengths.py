@@ -22,8 +22,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from lamp_ros.spec import MIN_LENGTH
+
 TOKENIZE_OP = 'tokenize'  # the host op whose outputs carry the text axis (axis 1)
-MIN_LENGTH = 2  # torch.export specialises a dimension of size 0 or 1
 
 
 @dataclass(frozen=True)

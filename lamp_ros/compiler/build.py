@@ -28,11 +28,11 @@ from lamp_ros.backends.base import CompileContext
 from lamp_ros.compiler.device_letterbox import letterbox_on_device
 from lamp_ros.compiler.memory import memory_plan
 from lamp_ros.compiler.parity import run_parity
-from lamp_ros.compiler.passes import enabled_passes, run_passes
-from lamp_ros.compiler.passes.record import record_passes, stage_modules
+from lamp_ros.compiler.rewrites import enabled_passes, rewrites_for, run_passes
+from lamp_ros.compiler.record_passes import record_passes, stage_modules
 from lamp_ros.compiler.partition import assign, partition, phases
-from lamp_ros.compiler.plan import coverage
-from lamp_ros.compiler.spec import load_spec
+from lamp_ros.compiler.coverage import coverage
+from lamp_ros.spec import load_spec
 
 
 @dataclass(frozen=True)
@@ -114,7 +114,6 @@ def compile_spec(spec_path: str, out: str, progress=None,
         clock[0] = now
 
     from lamp_ros.trace.from_spec import build_pipeline, trace_pipeline
-    from lamp_ros.policies.example import example_observation
 
     say('load spec')
     spec = load_spec(spec_path)
@@ -124,8 +123,9 @@ def compile_spec(spec_path: str, out: str, progress=None,
     pipeline = build_pipeline(spec, device=device)
     done('pipeline')
     example = {}
-    obs = example_observation(pipeline.policy.norm_stats)
-    applied = enabled_passes(spec.passes)
+    obs = pipeline.example_observation()
+    rewrites = rewrites_for(pipeline.policy)
+    applied = enabled_passes(rewrites, spec.passes)
     letterbox = spec.fusion.get('device_letterbox')
     # With passes or the device letterbox on, the model stages are exported and their weights
     # hashed once, after them (record_passes).
@@ -136,11 +136,12 @@ def compile_spec(spec_path: str, out: str, progress=None,
     modules, results = stage_modules(graph, pipeline.policy), {}
     if applied:
         say(f'graph passes: {", ".join(applied)}')
-        modules, results = run_passes(modules, spec.passes)
+        modules, results = run_passes(rewrites, modules, spec.passes)
     if letterbox:
         say('device letterbox: ' + ', '.join(f'{s} up to {h}x{w}'
                                              for s, (h, w) in letterbox.items()))
-        graph, modules = letterbox_on_device(graph, modules, letterbox, example)
+        graph, modules = letterbox_on_device(graph, modules, letterbox, example,
+                                             rewrites.letterbox_stage)
     if rewritten:
         graph = record_passes(graph, modules, results, example, progress=say)
         done('passes')
@@ -164,7 +165,8 @@ def compile_spec(spec_path: str, out: str, progress=None,
             say(f'compile {group.name} ({group.backend}, {len(group.nodes)} nodes)')
             ctx = CompileContext(graph, group, root, modules, example, say,
                                  text_lengths=tuple(spec.fusion['text_lengths']),
-                                 options=spec.build, measure_tiles=measure_tiles)
+                                 options=spec.build, measure_tiles=measure_tiles,
+                                 lowering=rewrites.cuda_lowering)
             result = get_backend(group.backend).compile(ctx)
             built.append(type(group)(**{**group.__dict__, 'build': result.metadata}))
             if result.evidence:

@@ -27,11 +27,9 @@ size frame.
 """
 
 from dataclasses import replace
-import copy
 
 import numpy as np
 
-from lamp_ros.compiler.passes.lower import lower, stage_kind
 from lamp_ros.graph.graph import Node
 from lamp_ros.graph.types import TensorType
 from lamp_ros.ops.letterbox import FIELDS, letterbox_frames
@@ -82,24 +80,18 @@ def _check(stack, cameras, max_frames: dict) -> None:
                          f'its slots are {slots}')
 
 
-def _vision_stage(module):
-    """A copy of the vision stage (passes' form) that takes frames and tables; the given
-    module is left as it is (it may be the eager reference's own)."""
-    stage = lower(module)
-    if stage_kind(stage) != 'vision':
-        raise ValueError(f'fusion.device_letterbox: the pixels\' reader is a '
-                         f'{type(module).__name__}, not the vision stage')
-    stage = copy.copy(stage)  # shares the submodules and weights; the flag is the copy's own
-    stage.letterbox = True
-    return stage
-
-
-def letterbox_on_device(graph, modules: dict, max_frames: dict, example: dict) -> tuple:
+def letterbox_on_device(graph, modules: dict, max_frames: dict, example: dict,
+                        on_frames=None) -> tuple:
     """-> (graph, modules) with the letterbox on the vision stage's device (linted).
 
     max_frames: {slot: [height, width]}, the spec's `fusion.device_letterbox`. `example`
     (value name -> the trace's value) gets the new values: the frames as the vision stage's
-    program receives them, flat in buffers of their camera's capacity."""
+    program receives them, flat in buffers of their camera's capacity. `on_frames(module)`:
+    the policy's form of the pixels' reader that takes the frames and their tables instead
+    (compiler/rewrites.py: Rewrites.letterbox_stage)."""
+    if on_frames is None:
+        raise ValueError('fusion.device_letterbox: the policy registers no form of its vision '
+                         'stage that reads camera frames (Rewrites.letterbox_stage)')
     stack, cameras = _camera_nodes(graph)
     _check(stack, cameras, max_frames)
     slots, size = tuple(stack.attrs['slots']), int(stack.attrs['size'])
@@ -160,4 +152,4 @@ def letterbox_on_device(graph, modules: dict, max_frames: dict, example: dict) -
         if frame is not None:
             buffer[:frame.size] = frame
         example[name] = buffer
-    return rewritten, {**modules, vision.id: _vision_stage(modules[vision.id])}
+    return rewritten, {**modules, vision.id: on_frames(modules[vision.id])}

@@ -17,47 +17,23 @@ for `stack_cameras.image_mask`) is compared with that one.
 
 import numpy as np
 
-from lamp_ros.policies.example import DEFAULT_PROMPT, example_observation
+from lamp_ros.artifact.compare import compare, to_numpy
+from lamp_ros.observation import DEFAULT_PROMPT
 
 PROMPTS = (DEFAULT_PROMPT, 'open the top drawer', 'stack the green block on the blue block',
            'push the bowl to the left')
 
 
-def parity_observations(norm_stats, samples: int) -> list:
-    """Varied but deterministic observations: seeds, prompts, a missing camera every 3rd."""
+def parity_observations(pipeline, samples: int) -> list:
+    """Varied but deterministic observations from the pipeline's example: seeds, prompts, and
+    every 3rd without its last camera (where it has more than one)."""
     out = []
     for i in range(samples):
-        obs = example_observation(norm_stats, seed=100 + i, prompt=PROMPTS[i % len(PROMPTS)])
-        if i % 3 == 2:
-            obs['images'].pop('right_wrist')
+        obs = pipeline.example_observation(seed=100 + i, prompt=PROMPTS[i % len(PROMPTS)])
+        if i % 3 == 2 and len(obs['images']) > 1:
+            obs['images'].pop(list(obs['images'])[-1])
         out.append(obs)
     return out
-
-
-def compare(actual, expected, atol: float, rtol: float) -> dict:
-    a, e = np.asarray(actual), np.asarray(expected)
-    if a.shape != e.shape:
-        return {'passed': False, 'error': f'shape {a.shape} != reference {e.shape}'}
-    if a.dtype.kind in 'biu' or e.dtype.kind in 'biu':  # ids, masks, uint8 pixels: exact
-        mismatches = int(np.count_nonzero(a != e))
-        diff = np.abs(a.astype(np.int64) - e.astype(np.int64))  # no uint8 wrap-around
-        return {'passed': mismatches == 0, 'mismatches': mismatches,
-                'max_abs': float(diff.max()) if diff.size else 0.0}
-    a64, e64 = a.astype(np.float64), e.astype(np.float64)
-    if not np.isfinite(a64).all():
-        return {'passed': False, 'error': 'non-finite values'}
-    diff = np.abs(a64 - e64)
-    scale = float(np.abs(e64).max()) if e64.size else 0.0
-    max_abs = float(diff.max()) if diff.size else 0.0
-    return {'passed': bool(np.all(diff <= atol + rtol * np.abs(e64))), 'max_abs': max_abs,
-            'max_rel': max_abs / max(scale, 1e-12)}
-
-
-def to_numpy(value):
-    if type(value).__module__.startswith('torch'):
-        return value.detach().float().cpu().numpy() if value.is_floating_point() \
-            else value.detach().cpu().numpy()
-    return value
 
 
 def boundary_values(plan, graph) -> list:
@@ -81,7 +57,7 @@ def run_parity(pipeline, runtime, samples: int, atol: float, rtol: float, progre
     graph, plan = runtime.artifact.graph, runtime.artifact.plan
     names, aliases = boundary_values(plan, graph), eager_names(graph)
     results, inputs, expected, not_compared = [], {}, {}, {}
-    for i, obs in enumerate(parity_observations(pipeline.policy.norm_stats, samples)):
+    for i, obs in enumerate(parity_observations(pipeline, samples)):
         if progress:
             progress(f'parity sample {i + 1}/{samples}')
         eager = {}

@@ -12,7 +12,7 @@ skip inference groups on ticks where the chunker still has a plan.
 from dataclasses import dataclass
 
 from lamp_ros.backends import get_backend
-from lamp_ros.backends.base import GroupSpec
+from lamp_ros.artifact.plan import GroupSpec
 from lamp_ros.graph.graph import INPUT
 
 PRECISION_OF_BACKEND_DEFAULT = 'fp32'

@@ -1,5 +1,5 @@
 """cuBLASLt through ctypes: every algorithm cuBLASLt's heuristic ranks for a GEMM, each runnable
-and timeable, where torch runs only the first; `lamp::lt_linear` (kernels/ops.py) replays the
+and timeable, where torch runs only the first; `lamp::lt_linear` (kernels/operators/) replays the
 one a build measured fastest.
 
 Why the artifact has it: at the 64-token prompt graph's 832 rows the heuristic's first pick for
@@ -7,8 +7,8 @@ the prefix's o GEMM (2048 -> 2048) took 18.3 us on the H200 against 13.6 for its
 same numbers (scripts/device/cublaslt_probe.py --prefix-rows, bench/results/h200_prefix_rows/);
 elsewhere its first pick is within 0-1.2 us of the fastest (bench/results/h200_cublaslt/). So
 the cuda lowering times the heuristic's candidates per GEMM shape and row count
-(kernels/lowering.py: choose_gemm_algorithms) and stores a winner that beats torch's op as its
-64 opaque bytes. Those bytes mean something only to the cuBLASLt version and the GPU that
+(policies/pi05/cuda_lowering.py: choose_gemm_algorithms) and stores a winner that beats torch's op
+as its 64 opaque bytes. Those bytes mean something only to the cuBLASLt version and the GPU that
 returned them (`identity`): the operator runs them only there, and torch's op anywhere else.
 
 What it covers: y = x @ W^T (W stored (N, K) as nn.Linear keeps it, or (K, N)), an optional

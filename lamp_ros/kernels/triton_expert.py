@@ -20,7 +20,7 @@ import torch
 import triton
 import triton.language as tl
 
-from lamp_ros.kernels.ops import LOG2E  # noqa: F401  (also triton_expert.LOG2E)
+from lamp_ros.kernels.operators import LOG2E  # noqa: F401  (also triton_expert.LOG2E)
 from lamp_ros.kernels.triton_kernels import dot_precision as _precision
 from lamp_ros.kernels.triton_kernels import gelu_tanh as _gelu_tanh
 from lamp_ros.kernels.triton_kernels import grid_dependency as _grid_dependency

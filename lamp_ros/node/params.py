@@ -12,7 +12,7 @@ DEFAULT_CAMERAS = ['/camera/base/image_raw=base', '/camera/left_wrist/image_raw=
 PARAMETERS = {
     'artifact': ('artifacts/pi05_tiny', 'path of the compiled artifact directory'),
     'device': ('', 'runtime device; empty: the artifact target default (cpu, cuda:0)'),
-    'rate_hz': (22.0, 'control rate: one command per tick'),
+    'rate_hz': (0.0, 'control rate: one command per tick; 0: the artifact\'s (abi.rate_hz)'),
     'cameras': (DEFAULT_CAMERAS, 'camera topics as "topic=slot"; slots from the artifact ABI'),
     'image_transport': ('raw', 'raw (sensor_msgs/Image) or compressed (CompressedImage on '
                                '<topic>/compressed)'),
@@ -42,7 +42,7 @@ CHOICES = {'image_transport': ('raw', 'compressed'),
            'on_fault': ('hold', 'silent'), 'execution': ('async', 'sync'),
            'chunk_merge_mode': ('', 'latest', 'temporal_ensemble', 'crossfade'),
            'smoothing_mode': ('', 'none', 'ema', 'one_euro')}
-POSITIVE = ('rate_hz', 'max_obs_age_s', 'max_skew_s', 'points_per_command')
+POSITIVE = ('max_obs_age_s', 'max_skew_s', 'points_per_command')
 
 
 def check(name: str, value) -> str:
@@ -51,7 +51,7 @@ def check(name: str, value) -> str:
         return f'{name}: {value!r} not in {CHOICES[name]}'
     if name in POSITIVE and not value > 0:
         return f'{name}: must be > 0, got {value}'
-    if name in ('chunk_replan_at', 'smoothing_alpha', 'clamp_max_step',
+    if name in ('rate_hz', 'chunk_replan_at', 'smoothing_alpha', 'clamp_max_step',
                 'inference_threads') and value < 0:
         return f'{name}: must be >= 0 (0 keeps the artifact value), got {value}'
     if name == 'cameras':
@@ -81,11 +81,11 @@ class NodeConfig:
 
     def overrides(self) -> dict:
         """Runtime overrides of the stateful operators from the non-default parameters."""
-        out = {'chunker': {'dt': 1.0 / self.values['rate_hz']}}
+        out = {}
         if self.values['chunk_merge_mode']:
-            out['chunker']['merge_mode'] = self.values['chunk_merge_mode']
+            out.setdefault('chunker', {})['merge_mode'] = self.values['chunk_merge_mode']
         if self.values['chunk_replan_at']:
-            out['chunker']['replan_at'] = self.values['chunk_replan_at']
+            out.setdefault('chunker', {})['replan_at'] = self.values['chunk_replan_at']
         if self.values['smoothing_mode']:
             out.setdefault('smoother', {})['mode'] = self.values['smoothing_mode']
         if self.values['smoothing_alpha']:

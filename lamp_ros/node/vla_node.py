@@ -86,7 +86,8 @@ class VlaNode(LifecycleNode):
                 raise ValueError(reason)
         self.runtime = Runtime.load(cfg.artifact, device=cfg.device or None,
                                     execution=cfg.execution, overrides=cfg.overrides(),
-                                    threads=cfg.inference_threads)
+                                    threads=cfg.inference_threads,
+                                    rate_hz=cfg.rate_hz or None)
         artifact_joints = list(self.runtime.joint_names)
         joints = [j for j in cfg.joint_names if j] or artifact_joints
         if joints != artifact_joints:
@@ -130,7 +131,7 @@ class VlaNode(LifecycleNode):
             JointState, cfg.joint_states_topic, self._on_joints, qos_profile_sensor_data,
             callback_group=inputs))
         self._lamp_timers = {
-            'control': self.create_timer(1.0 / cfg.rate_hz, self._on_tick,
+            'control': self.create_timer(self.runtime.period, self._on_tick,
                                          callback_group=MutuallyExclusiveCallbackGroup()),
             'diagnostics': self.create_timer(1.0, self._on_diagnostics,
                                              callback_group=MutuallyExclusiveCallbackGroup()),
@@ -209,7 +210,7 @@ class VlaNode(LifecycleNode):
 
     def _on_tick(self) -> None:
         now = self._now()
-        self._skipped += skipped_periods(self._last_tick, now, 1.0 / self.config.rate_hz)
+        self._skipped += skipped_periods(self._last_tick, now, self.runtime.period)
         self._last_tick = now
         try:
             result = self.engine.tick(now)
@@ -237,7 +238,7 @@ class VlaNode(LifecycleNode):
         if not all(np.isfinite(p).all() for p in points):  # last line of defence
             return
         if self.config.output == 'joint_trajectory':
-            msg = convert.trajectory(self.joint_names, points, 1.0 / self.config.rate_hz)
+            msg = convert.trajectory(self.joint_names, points, self.runtime.period)
         else:
             msg = convert.float_array(points[0], ','.join(self.joint_names))
         self._lamp_pubs['command'].publish(msg)
@@ -291,7 +292,7 @@ class VlaNode(LifecycleNode):
         e2e = np.array(self._e2e_ms)
         return {
             'level': level, 'message': message, 'artifact_id': self.runtime.id,
-            'target_rate_hz': self.config.rate_hz, 'achieved_rate_hz': rate,
+            'target_rate_hz': self.runtime.rate_hz, 'achieved_rate_hz': rate,
             'ages': inputs.ages(self._now()), 'profile': profile,
             'e2e': {'p50_ms': float(np.percentile(e2e, 50)),
                     'p99_ms': float(np.percentile(e2e, 99))} if e2e.size else None,

@@ -2,8 +2,8 @@
 
 The model was trained on images letterboxed this way, so stretching instead of padding
 would shift what the vision encoder sees. The host stops at uint8: the mapping to the model's
-[-1, 1] range is the vision encoder's first operation (policies/siglip.py `to_model_range`), so a
-compiled artifact does it on its device: the host converts nothing and copies one byte per
+[-1, 1] range is the vision encoder's first operation (policies/pi05/siglip.py `to_model_range`),
+so a compiled artifact does it on its device: the host converts nothing and copies one byte per
 channel (bench/host_pixels.py).
 """
 

@@ -12,7 +12,7 @@ where, for an output column j of a resize from w to new_w columns, f = (j + 0.5)
 wx = round-half-even((f - floor(f)) * 256) (rows alike). So the host only works out, per output
 row and column, two byte offsets, a weight and whether it lies on the image or the black
 padding: `letterbox_geometry`, a few KB per camera, cached per frame size. A device kernel
-(`lamp::letterbox`, kernels/ops.py) then makes the (size, size, 3) pixels from the frame's
+(`lamp::letterbox`, kernels/operators/) then makes the (size, size, 3) pixels from the frame's
 bytes as they came, in integer arithmetic, the same bytes as the host resize
 (test/ops/test_letterbox.py checks both against OpenCV). The host copies each frame once, into
 the pinned buffer the GPU reads, instead of resizing it (bench/host_pixels.py times both).

@@ -7,17 +7,10 @@ so that a stats file for another robot fails loudly rather than moving the arm w
 
 from dataclasses import dataclass
 import json
-import os
 
 import numpy as np
 
 EPS = 1e-6
-
-
-def default_norm_stats_path() -> str:
-    """Return the path of the bundled stats of the 7-joint simulated arm."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    return os.path.join(os.path.dirname(here), 'policies', 'assets', 'norm_stats_sim7.json')
 
 
 def _vector(value, name: str) -> np.ndarray:
@@ -119,9 +112,8 @@ class NormStats:
         )
 
     @classmethod
-    def load(cls, path: str | None = None) -> 'NormStats':
-        """Read stats from a JSON file (the bundled sim arm when `path` is None)."""
-        path = path if path is not None else default_norm_stats_path()
+    def load(cls, path: str) -> 'NormStats':
+        """Read stats from a JSON file."""
         try:
             with open(path, encoding='utf-8') as f:
                 d = json.load(f)

@@ -6,23 +6,16 @@ the only way to catch the mismatch.
 """
 
 import hashlib
-import os
 from typing import Iterable
 
 import sentencepiece as spm
 
 
-def default_tokenizer_path() -> str:
-    """Return the path of the tokenizer bundled with the package."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    return os.path.join(os.path.dirname(here), 'policies', 'assets', 'tokenizer.model')
-
-
 class Tokenizer:
     """Encode and decode prompt text with one sentencepiece model file."""
 
-    def __init__(self, model_path: str | None = None):
-        self.model_path = model_path if model_path is not None else default_tokenizer_path()
+    def __init__(self, model_path: str):
+        self.model_path = model_path
         try:
             with open(self.model_path, 'rb') as f:
                 self._model_bytes = f.read()

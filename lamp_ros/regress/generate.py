@@ -11,7 +11,7 @@ import cv2
 import numpy as np
 
 from lamp_ros.node.engine import ControlEngine
-from lamp_ros.policies.example import DEFAULT_PROMPT
+from lamp_ros.observation import DEFAULT_PROMPT
 from lamp_ros.regress import topics
 from lamp_ros.regress.bag import BagWriter, TYPESTORE
 from lamp_ros.sim.dynamics import follow

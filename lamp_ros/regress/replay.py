@@ -20,7 +20,7 @@ import json
 import numpy as np
 
 from lamp_ros.node.engine import ControlEngine
-from lamp_ros.policies.example import DEFAULT_PROMPT
+from lamp_ros.observation import DEFAULT_PROMPT
 from lamp_ros.regress import topics
 from lamp_ros.regress.bag import BagError, read_bag
 
@@ -216,7 +216,7 @@ def localize(bag: str, artifact: str, against: str, prompt: str = DEFAULT_PROMPT
              atol: float = 1e-5, rtol: float = 1e-4, max_age: float = 0.5,
              max_skew: float = 0.25) -> dict:
     """Run two artifacts on the same bag; name the first node whose output differs."""
-    from lamp_ros.compiler.parity import compare
+    from lamp_ros.artifact.compare import compare
     from lamp_ros.runtime import Runtime
     messages = read_bag(bag)
     layout = bag_layout(messages)

@@ -6,17 +6,22 @@ them back to back, and returns the commands with their tick times.
 
 import time
 
-from lamp_ros.ops.normalize import NormStats
-from lamp_ros.policies.example import example_observation
+import numpy as np
+
+from lamp_ros.observation import example_observation
+
+FRAME = (480, 640)  # every synthetic camera sends VGA frames, resized by the artifact
 
 
 def synthetic_observation(runtime, seed: int = 0) -> dict:
-    """An example observation matching the artifact's joints (bundled sim-arm stats)."""
-    stats = NormStats.load()
-    if tuple(stats.joint_names) != runtime.joint_names:
-        raise ValueError(f'synthetic observations are for joints {stats.joint_names}; the '
-                         f'artifact drives {runtime.joint_names}')
-    return example_observation(stats, seed=seed)
+    """An example observation for the artifact alone: a VGA frame per camera slot and a state
+    inside the joint limits of its safety clamp (zeros where it has none)."""
+    joints = len(runtime.joint_names)
+    low, high = np.zeros(joints), np.zeros(joints)
+    for node in runtime.artifact.graph.nodes:
+        if node.op == 'clamp' and 'lower' in node.attrs and 'upper' in node.attrs:
+            low, high = node.attrs['lower'], node.attrs['upper']
+    return example_observation({slot: FRAME for slot in runtime.camera_slots}, low, high, seed)
 
 
 def run_ticks(runtime, ticks: int, realtime: bool = True, observation=None) -> list:

@@ -105,15 +105,25 @@ class Runtime:
     @classmethod
     def load(cls, path: str, device: str | None = None, execution: str = 'sync',
              profile_window: int = 1000, overrides: dict | None = None,
-             threads: int = 0) -> 'Runtime':
+             threads: int = 0, rate_hz: float | None = None) -> 'Runtime':
         """Open, verify and load an artifact; refuse with the reason when anything is off.
 
         overrides: {node id: {attr: value}} for stateful post-processing (chunker, smoother,
         clamp) set by the deployment (node parameters); validated by the operators themselves.
         threads: CPU threads per compiled group (0: the backend's default, all cores); a robot
         leaves a core to its control loop.
+        rate_hz: the control rate the ticks come at, when not the artifact's (abi.rate_hz): the
+        chunker's step and the deadline of every tick follow it.
         """
-        artifact = apply_overrides(open_artifact(path), overrides or {})
+        artifact = open_artifact(path)
+        if rate_hz is not None:
+            if not rate_hz > 0:
+                raise ValueError(f'rate_hz: must be > 0, got {rate_hz}')
+            artifact = replace(artifact, manifest={
+                **artifact.manifest, 'abi': {**artifact.manifest['abi'], 'rate_hz': rate_hz}})
+            overrides = {**(overrides or {}),
+                         'chunker': {**(overrides or {}).get('chunker', {}), 'dt': 1.0 / rate_hz}}
+        artifact = apply_overrides(artifact, overrides or {})
         target = artifact.manifest['target']
         device = device or default_device(target)
         if (target in GPU_TARGETS or device.startswith('cuda')) and cuda_device_count() == 0:

@@ -53,11 +53,9 @@ def trace_pipeline(pipeline, observation, t: float = 0.0, export: bool = True, n
 
 
 def trace_spec(spec, export: bool = True, progress=None, example_seed: int = 0):
-    """The stage graph of a spec, traced on the bundled example observation."""
-    from lamp_ros.policies.example import example_observation
-
+    """The stage graph of a spec, traced on the pipeline's example observation."""
     pipeline = build_pipeline(spec)
     if progress:
         progress(f'tracing {spec.name}')
-    obs = example_observation(pipeline.policy.norm_stats, seed=example_seed)
+    obs = pipeline.example_observation(seed=example_seed)
     return trace_pipeline(pipeline, obs, export=export, name=spec.name, progress=progress)

@@ -94,7 +94,7 @@ def _short(name: str, width: int = 48) -> str:
 def write_kernel_timeline(events: list, path: str, title: str) -> dict:
     """GPU events (name, stream, start us, us) as a timeline and per-name totals -> summary
     (events, span, busy and summed ms, the top names' ms)."""
-    from lamp_ros.whitebox.ops import busy_us, time_by_name
+    from lamp_ros.whitebox.op_profile import busy_us, time_by_name
     plt = pyplot()
     totals = time_by_name(events)
     top = list(totals)[:TOP_KERNELS]

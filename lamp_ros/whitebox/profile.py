@@ -30,7 +30,7 @@ from lamp_ros.runtime import Runtime
 from lamp_ros.runtime.loop import synthetic_observation
 from lamp_ros.runtime.report import print_profile
 from lamp_ros.whitebox.inspect import PROFILE
-from lamp_ros.whitebox.ops import backend_op_profiles
+from lamp_ros.whitebox.op_profile import backend_op_profiles
 from lamp_ros.whitebox.plots import write_histogram, write_timeline
 
 MODE = 'inference every tick (runtime.reset() before each), sync, back to back'

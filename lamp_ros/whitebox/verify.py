@@ -16,7 +16,7 @@ from rich.markup import escape
 
 from lamp_ros.artifact.load import open_artifact
 from lamp_ros.artifact.manifest import ArtifactError, read_manifest, verify_files
-from lamp_ros.compiler.parity import compare
+from lamp_ros.artifact.compare import compare
 from lamp_ros.whitebox.inspect import PARITY, read_evidence
 
 INPUTS = 'evidence/parity_inputs.safetensors'

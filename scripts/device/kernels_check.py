@@ -10,8 +10,8 @@ line per kernel and shape; a name checks that group alone)
 import torch
 from torch.nn import functional as F
 
-from lamp_ros.compiler.passes.expert_kernels import PARTS
-from lamp_ros.kernels import ops, triton_kernels, tuning
+from lamp_ros.policies.pi05.staged.expert_kernels import PARTS
+from lamp_ros.kernels import operators as ops, triton_kernels, tuning
 
 
 def check(name, fast, reference, args, atol):
@@ -109,7 +109,7 @@ def check_fp8() -> bool:
     step where the kernel's gelu and torch's differ in the last float32 bit across a rounding
     boundary: a few in 16M on the H200), then an Fp8Linear on torch._scaled_mm against its
     float32 reference path."""
-    from lamp_ros.compiler.passes.modules import Fp8Linear
+    from lamp_ros.kernels.linears import Fp8Linear
     torch.manual_seed(0)
     bf16, dev = torch.bfloat16, 'cuda'
     ok = True
@@ -171,7 +171,7 @@ def check_gelu_epilogue() -> bool:
     """The vision fc1's GELU in the cuBLASLt epilogue (VisionBlock.hidden on the kernel path):
     the tanh GELU the encoder was trained with, not the erf one (told apart in float32, where
     they differ by up to 5e-4 and the GEMMs by far less), then in bf16 against float32."""
-    from lamp_ros.compiler.passes.modules import VisionBlock
+    from lamp_ros.policies.pi05.staged.modules import VisionBlock
     torch.manual_seed(0)
     dev = 'cuda'
     block = VisionBlock(16, None, None, None, None, torch.nn.Linear(1152, 4304, device=dev),
@@ -276,7 +276,7 @@ def check_lt_linear() -> bool:
     measured with another cuBLASLt version, or without these rows, runs torch's op bit for bit;
     and the runner's `algorithm_status` says which."""
     from lamp_ros.backends.cuda import algorithm_status
-    from lamp_ros.compiler.passes.modules import KNLinear, LtLinear
+    from lamp_ros.kernels.linears import KNLinear, LtLinear
     from lamp_ros.kernels import cublaslt
     here = cublaslt.identity()
     elsewhere = {'cublaslt': here['cublaslt'] + 1, 'gpu': here['gpu']}

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Run on the H200 machine (device tool) from the repo root: `lamp profile` of cuda artifacts, whose
 # cuda group gets a kernel table and a kernel timeline (CUPTI through torch's profiler; see
-# lamp_ros/whitebox/ops.py): pi05_tiny_cuda built here (about a minute), and with FULL=1 also
+# lamp_ros/whitebox/op_profile.py): pi05_tiny_cuda built here (about a minute), and with FULL=1 also
 # pi05_full (built here, about two minutes, unless a previous call left it in /tmp/pi05_full);
 # and the trace child's whole-inference form (bench/gpu_pi05.py --trace-out) on the tiny one
 # (TINY=0 skips the tiny artifact).

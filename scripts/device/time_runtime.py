@@ -10,8 +10,9 @@ import time
 import numpy as np
 
 from lamp_ros.ops.normalize import NormStats
-from lamp_ros.policies.example import example_observation
+from lamp_ros.policies.pi05.example import example_observation
 from lamp_ros.runtime import Runtime
+from lamp_ros.policies.pi05.assets import norm_stats_path
 
 
 def main() -> None:
@@ -20,7 +21,7 @@ def main() -> None:
     parser.add_argument('--n', type=int, default=200)
     args = parser.parse_args()
     runtime = Runtime.load(args.artifact)
-    stats = NormStats.load()
+    stats = NormStats.load(norm_stats_path())
     obs = example_observation(stats)
     feeds = runtime.feeds(obs, 0.0)
     for _ in range(10):

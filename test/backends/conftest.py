@@ -7,11 +7,12 @@ from lamp_ros.backends import text_lengths
 from lamp_ros.backends.group_module import group_module
 from lamp_ros.backends.program_load import load_program
 from lamp_ros.compiler.partition import assign, partition
-from lamp_ros.compiler.passes import run_passes
-from lamp_ros.compiler.passes.record import stage_modules
-from lamp_ros.compiler.spec import load_spec
-from lamp_ros.kernels.lowering import use_kernels
-from lamp_ros.policies.example import example_observation
+from lamp_ros.compiler.rewrites import run_passes
+from lamp_ros.policies.pi05.rewrites import REWRITES
+from lamp_ros.compiler.record_passes import stage_modules
+from lamp_ros.spec import load_spec
+from lamp_ros.policies.pi05.cuda_lowering import use_kernels
+from lamp_ros.policies.pi05.example import example_observation
 from lamp_ros.trace.from_spec import build_pipeline, trace_pipeline
 
 
@@ -26,7 +27,7 @@ def cuda_group():
                            export=False, values_out=values)
     (group,) = [g for g in partition(graph, spec, assign(graph, spec)) if g.backend == 'cuda']
     assert group.nodes == ('vision', 'prefix', 'denoise') and group.side_stages == ('denoise',)
-    modules, _ = run_passes(stage_modules(graph, pipeline.policy), spec.passes)
+    modules, _ = run_passes(REWRITES, stage_modules(graph, pipeline.policy), spec.passes)
     use_kernels(modules)
     module = group_module(graph, group, modules)
     args = tuple(torch.as_tensor(values[name]) for name in group.inputs)

@@ -9,8 +9,9 @@ from bench.tiny_cpu import PROMPTS as BENCH_PROMPTS
 from lamp_ros.backends import text_lengths
 from lamp_ros.backends.text_lengths import TextAxis
 from lamp_ros.ops.normalize import NormStats
-from lamp_ros.policies.example import example_observation
+from lamp_ros.policies.pi05.example import example_observation
 from lamp_ros.runtime import Runtime
+from lamp_ros.policies.pi05.assets import norm_stats_path
 
 # pi05_tiny's prompt is the task plus the discretised state: 42 tokens for one word
 PROMPTS = dict(zip((48, 64, 96), BENCH_PROMPTS.values()))
@@ -30,7 +31,7 @@ def _ort(runtime):
 def _chunk(runtime, prompt):
     runtime.reset()
     captured = {}
-    observation = example_observation(NormStats.load(), seed=3, prompt=prompt)
+    observation = example_observation(NormStats.load(norm_stats_path()), seed=3, prompt=prompt)
     runtime.run(runtime.feeds(observation, 0.0), capture=captured)
     return captured['denoise.actions'].copy(), captured['tokenize.token_mask']
 
@@ -101,7 +102,7 @@ def test_a_group_whose_outputs_follow_the_prompt_is_refused(tiny_variant):
 
 
 def _group(outputs=('actions',)):
-    from lamp_ros.backends.base import GroupSpec
+    from lamp_ros.artifact.plan import GroupSpec
     return GroupSpec('g', 'onnxruntime', 'fp32', 'cpu', ('model',), ('ids', 'mask'), outputs)
 
 

@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 from lamp_ros.backends import trt as trt_backend
-from lamp_ros.backends.base import BackendUnavailable, CompileContext, GroupSpec, LoadContext
+from lamp_ros.artifact.plan import GroupSpec
+from lamp_ros.backends.base import BackendUnavailable, CompileContext, LoadContext
 
 HAS_TRT = importlib.util.find_spec('tensorrt') is not None
 HAS_TRT_RUNTIME = HAS_TRT or importlib.util.find_spec('tensorrt_lean') is not None
@@ -26,8 +27,8 @@ def _load_ctx(root):
 @pytest.fixture(scope='module')
 def traced():
     """pi05_tiny traced once: graph, eager pipeline, and every value of the eager run."""
-    from lamp_ros.compiler.spec import load_spec
-    from lamp_ros.policies.example import example_observation
+    from lamp_ros.spec import load_spec
+    from lamp_ros.policies.pi05.example import example_observation
     from lamp_ros.trace.from_spec import build_pipeline, trace_pipeline
 
     spec = load_spec('config/specs/pi05_tiny.yaml')

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from bench.gpu_pi05_plots import kernel_timeline, paths_chart
-from lamp_ros.whitebox.ops import read_trace
+from lamp_ros.whitebox.op_profile import read_trace
 
 RESULTS = Path(__file__).resolve().parents[2] / 'bench' / 'results'
 TRACE = RESULTS / 'h200_kernel_timeline' / 'lamp_trace.json.gz'

@@ -9,7 +9,7 @@ import json
 import math
 from pathlib import Path
 
-from lamp_ros.compiler.spec import load_spec
+from lamp_ros.spec import load_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / 'bench' / 'results'

@@ -11,8 +11,8 @@ import numpy as np
 import torch
 
 from bench import host_pixels
-from lamp_ros.kernels import ops as kernel_ops
-from lamp_ros.policies.siglip import to_model_range
+from lamp_ros.kernels import operators as kernel_ops
+from lamp_ros.policies.pi05.siglip import to_model_range
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCRIPT = os.path.join(ROOT, 'bench', 'host_pixels.py')

@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from bench import baselines, gpu_pi05
-from lamp_ros.policies.config import get_preset
-from lamp_ros.policies.pi05 import Pi05Model
-from lamp_ros.policies.weights import init_weights
+from lamp_ros.policies.pi05.config import get_preset
+from lamp_ros.policies.pi05.model import Pi05Model
+from lamp_ros.policies.pi05.weights import init_weights
 
 
 def tiny_inputs(cfg):

@@ -1,24 +1,6 @@
-"""Shared fixtures: the tiny spec and its traced graph (no export: fast)."""
+"""Compiler test fixtures (the tiny spec and its traced graph are test/conftest.py's)."""
 
 import pytest
-
-from lamp_ros.compiler.spec import load_spec
-from lamp_ros.policies.example import example_observation
-from lamp_ros.trace.from_spec import build_pipeline, trace_pipeline
-
-SPEC = 'config/specs/pi05_tiny.yaml'
-
-
-@pytest.fixture(scope='session')
-def tiny_spec():
-    return load_spec(SPEC)
-
-
-@pytest.fixture(scope='session')
-def tiny_graph(tiny_spec):
-    pipeline = build_pipeline(tiny_spec)
-    return trace_pipeline(pipeline, example_observation(pipeline.policy.norm_stats),
-                          export=False, name='pi05_tiny')
 
 
 @pytest.fixture(scope='session')

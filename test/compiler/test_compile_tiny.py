@@ -11,9 +11,9 @@ import pytest
 import yaml
 
 from lamp_ros.artifact.manifest import sha256_file
-from lamp_ros.compiler.spec import load_spec
-from lamp_ros.policies.example import example_observation
-from lamp_ros.policies.pipeline import pipeline_from_spec
+from lamp_ros.spec import load_spec
+from lamp_ros.policies.pi05.example import example_observation
+from lamp_ros.policies.pi05.pipeline import pipeline_from_spec
 from lamp_ros.runtime import Runtime
 
 SPEC = 'config/specs/pi05_tiny.yaml'

@@ -22,11 +22,12 @@ from lamp_ros.backends.host import HostRunner
 from lamp_ros.compiler.device_letterbox import frame_capacity, letterbox_on_device
 from lamp_ros.compiler.parity import boundary_values, eager_names
 from lamp_ros.compiler.partition import assign, partition
-from lamp_ros.compiler.passes import run_passes
-from lamp_ros.compiler.passes.record import record_passes, stage_modules
-from lamp_ros.compiler.spec import load_spec, parse_spec, SpecError
+from lamp_ros.compiler.rewrites import run_passes
+from lamp_ros.policies.pi05.rewrites import REWRITES
+from lamp_ros.compiler.record_passes import record_passes, stage_modules
+from lamp_ros.spec import load_spec, parse_spec, SpecError
 from lamp_ros.ops.image import preprocess_image, stack_cameras
-from lamp_ros.policies.example import example_observation
+from lamp_ros.policies.pi05.example import example_observation
 from lamp_ros.runtime.state import StateStore
 from lamp_ros.trace.export import export_module
 from lamp_ros.trace.from_spec import build_pipeline, trace_pipeline
@@ -53,9 +54,10 @@ def rewritten():
     example = {}
     graph = trace_pipeline(pipeline, example_observation(pipeline.policy.norm_stats),
                            export=False, values_out=example)
-    modules, results = run_passes(stage_modules(graph, pipeline.policy), spec.passes)
+    modules, results = run_passes(REWRITES, stage_modules(graph, pipeline.policy), spec.passes)
     eager_values = set(example)  # every value of one traced eager tick
-    after, moved = letterbox_on_device(graph, modules, MAX_FRAMES, example)
+    after, moved = letterbox_on_device(graph, modules, MAX_FRAMES, example,
+                                       REWRITES.letterbox_stage)
     after = record_passes(after, moved, results)  # as compile_spec records them
     return SimpleNamespace(spec=spec, before=record_passes(graph, modules, results), after=after,
                            modules=modules, moved=moved, example=example,
@@ -161,7 +163,8 @@ def test_subgraph_names_the_device_operator():
     graph = trace_pipeline(pipeline, example_observation(pipeline.policy.norm_stats),
                            export=False, values_out=example)
     modules = stage_modules(graph, pipeline.policy)  # passes off: the eager stage, lowered
-    after, moved = letterbox_on_device(graph, modules, MAX_FRAMES, example)
+    after, moved = letterbox_on_device(graph, modules, MAX_FRAMES, example,
+                                       REWRITES.letterbox_stage)
     assert moved['vision'] is not modules['vision']
     assert not getattr(modules['vision'], 'letterbox', False)  # the eager module as it was
     args = [torch.as_tensor(example[v]) for v in after.node('vision').inputs]
@@ -176,10 +179,13 @@ def test_needs_linear_exact_and_every_camera(rewritten):
     pipeline = build_pipeline(spec)
     graph = trace_pipeline(pipeline, example_observation(pipeline.policy.norm_stats),
                            export=False)
+    on_frames = REWRITES.letterbox_stage
     with pytest.raises(ValueError, match='set policy.glue.interpolation: linear_exact'):
-        letterbox_on_device(graph, modules, MAX_FRAMES, dict(example))
+        letterbox_on_device(graph, modules, MAX_FRAMES, dict(example), on_frames)
     with pytest.raises(ValueError, match=r"each camera slot \['base', 'left_wrist', "):
-        letterbox_on_device(before, modules, {'base': [480, 640]}, dict(example))
+        letterbox_on_device(before, modules, {'base': [480, 640]}, dict(example), on_frames)
+    with pytest.raises(ValueError, match='the policy registers no form of its vision stage'):
+        letterbox_on_device(before, modules, MAX_FRAMES, dict(example))
 
 
 def test_spec_checks_the_frames_and_the_target():

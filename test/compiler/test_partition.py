@@ -5,8 +5,8 @@ from dataclasses import replace
 import pytest
 
 from lamp_ros.compiler.partition import assign, partition, phases
-from lamp_ros.compiler.plan import coverage
-from lamp_ros.compiler.spec import load_spec, StageChoice
+from lamp_ros.compiler.coverage import coverage
+from lamp_ros.spec import load_spec, StageChoice
 from lamp_ros.graph.graph import Graph, Node
 from lamp_ros.graph.types import TensorType
 

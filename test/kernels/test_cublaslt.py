@@ -10,9 +10,10 @@ this machine to return real ones, and the CPU never reads them."""
 import pytest
 import torch
 
-from lamp_ros.compiler.passes.modules import KNLinear, LtLinear
-from lamp_ros.kernels import cublaslt, lowering, tuning
-from lamp_ros.kernels import ops as kernel_ops
+from lamp_ros.kernels.linears import KNLinear, LtLinear
+from lamp_ros.kernels import cublaslt, tuning
+from lamp_ros.policies.pi05 import cuda_lowering as lowering
+from lamp_ros.kernels import operators as kernel_ops
 
 BUILT_FOR = {'cublaslt': 130100, 'gpu': 'NVIDIA H200'}
 

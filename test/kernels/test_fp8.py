@@ -7,8 +7,8 @@ import math
 import pytest
 import torch
 
-from lamp_ros.compiler.passes.modules import Fp8Linear
-from lamp_ros.kernels import ops
+from lamp_ros.kernels.linears import Fp8Linear
+from lamp_ros.kernels import operators as ops
 
 
 @pytest.mark.parametrize('spread', [1e-3, 1.0, 100.0])

@@ -12,7 +12,8 @@ import torch
 os.environ.setdefault('TRITON_INTERPRET', '1')  # before the kernels are decorated
 from triton.runtime import interpreter  # noqa: E402
 
-from lamp_ros.kernels import ops, triton_expert, triton_kernels  # noqa: E402  (after the switch)
+from lamp_ros.kernels import operators as ops  # noqa: E402  (after the switch)
+from lamp_ros.kernels import triton_expert, triton_kernels  # noqa: E402
 from lamp_ros.kernels import triton_premade  # noqa: E402
 
 # Triton 3.6's interpreter turns a loop bound into an int with int(1-element array), which

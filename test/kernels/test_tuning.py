@@ -5,10 +5,11 @@ import json
 
 import torch
 
-from lamp_ros.compiler.passes.expert_kernels import LIBRARY
-from lamp_ros.compiler.spec import load_spec
-from lamp_ros.kernels import lowering, tuning
-from lamp_ros.policies.config import get_preset
+from lamp_ros.policies.pi05.staged.expert_kernels import LIBRARY
+from lamp_ros.spec import load_spec
+from lamp_ros.kernels import tuning
+from lamp_ros.policies.pi05 import cuda_lowering as lowering
+from lamp_ros.policies.pi05.config import get_preset
 
 
 def _never(tiles):

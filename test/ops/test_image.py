@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from lamp_ros.ops.image import INTERPOLATIONS, preprocess_image, resize_with_pad, stack_cameras
-from lamp_ros.policies.siglip import to_model_range
+from lamp_ros.policies.pi05.siglip import to_model_range
 
 
 def _constant(h, w, value=200):

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from lamp_ros.kernels import ops as kernel_ops
+from lamp_ros.kernels import operators as kernel_ops
 from lamp_ros.ops.image import resize_with_pad
 from lamp_ros.ops.letterbox import (axis_taps, letterbox_frames, letterbox_geometry,
                                     letterbox_reference)

@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 
 from lamp_ros.ops.normalize import (
-    default_norm_stats_path, NormStats, pad_to_dim, quantile_normalize, quantile_unnormalize,
+    NormStats, pad_to_dim, quantile_normalize, quantile_unnormalize,
     QuantileStats)
+from lamp_ros.policies.pi05.assets import norm_stats_path
 
 
 def _stats():
@@ -15,7 +16,7 @@ def _stats():
 
 
 def _bundled_dict():
-    with open(default_norm_stats_path()) as f:
+    with open(norm_stats_path()) as f:
         return json.load(f)
 
 
@@ -58,7 +59,7 @@ def test_unnormalize_exact_values():
 
 
 def test_round_trip_on_chunks():
-    stats = NormStats.load().actions
+    stats = NormStats.load(norm_stats_path()).actions
     rng = np.random.default_rng(1)
     x = rng.uniform(stats.q01, stats.q99, size=(2, 50, 7)).astype(np.float32)
     back = quantile_unnormalize(quantile_normalize(x, stats), stats)
@@ -72,17 +73,17 @@ def test_normalize_rejects_wrong_width():
 
 
 def test_load_bundled():
-    stats = NormStats.load()
+    stats = NormStats.load(norm_stats_path())
     assert stats.joint_names == (
         'joint1', 'joint2', 'joint3', 'joint4', 'joint5', 'joint6', 'gripper')
     assert stats.state.q01.shape == (7,) and stats.actions.q99.shape == (7,)
     assert stats.state.q01[6] == 0.0 and stats.state.q99[6] == np.float32(0.08)
     assert np.all(np.abs(stats.actions.q01[:6]) <= 2.6)
-    assert NormStats.load(default_norm_stats_path()).to_dict() == stats.to_dict()
+    assert NormStats.load(norm_stats_path()).to_dict() == stats.to_dict()
 
 
 def test_to_dict_round_trip():
-    stats = NormStats.load()
+    stats = NormStats.load(norm_stats_path())
     d = json.loads(json.dumps(stats.to_dict()))
     again = NormStats.from_dict(d)
     np.testing.assert_array_equal(again.actions.q99, stats.actions.q99)

@@ -6,11 +6,12 @@ import pytest
 from lamp_ros.ops.prompt import (
     clean_task, discretize_state, format_prompt, STATE_BINS, tokenize_prompt, TokenizedPrompt)
 from lamp_ros.ops.tokenizer import Tokenizer
+from lamp_ros.policies.pi05.assets import tokenizer_path
 
 
 @pytest.fixture(scope='module')
 def tok():
-    return Tokenizer()
+    return Tokenizer(tokenizer_path())
 
 
 def test_state_bins_constant():

@@ -8,10 +8,11 @@ import pytest
 
 from load_script import load_script
 from lamp_ros.ops.prompt import format_prompt
-from lamp_ros.ops.tokenizer import default_tokenizer_path, Tokenizer
+from lamp_ros.ops.tokenizer import Tokenizer
+from lamp_ros.policies.pi05.assets import tokenizer_path
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-CORPUS = os.path.join(REPO, 'lamp_ros', 'policies', 'assets', 'tokenizer_corpus.txt')
+CORPUS = os.path.join(REPO, 'lamp_ros', 'policies', 'pi05', 'assets', 'tokenizer_corpus.txt')
 
 
 def _load_train_script():
@@ -20,14 +21,14 @@ def _load_train_script():
 
 @pytest.fixture(scope='module')
 def tok():
-    return Tokenizer()
+    return Tokenizer(tokenizer_path())
 
 
 def test_default_path_is_bundled_model():
-    path = default_tokenizer_path()
-    assert path.endswith(os.path.join('lamp_ros', 'policies', 'assets', 'tokenizer.model'))
+    path = tokenizer_path()
+    assert path.endswith(os.path.join('lamp_ros', 'policies', 'pi05', 'assets', 'tokenizer.model'))
     assert os.path.isfile(path)
-    assert Tokenizer().model_path == path
+    assert Tokenizer(tokenizer_path()).model_path == path
 
 
 def test_special_ids_and_vocab(tok):
@@ -86,10 +87,10 @@ def test_decode_rejects_out_of_vocab(tok):
 
 
 def test_sha256_matches_file_bytes(tok):
-    with open(default_tokenizer_path(), 'rb') as f:
+    with open(tokenizer_path(), 'rb') as f:
         expected = hashlib.sha256(f.read()).hexdigest()
     assert tok.sha256 == expected
-    assert Tokenizer().sha256 == expected
+    assert Tokenizer(tokenizer_path()).sha256 == expected
     assert len(expected) == 64
 
 
@@ -123,5 +124,5 @@ def test_bundled_model_is_reproducible(tmp_path):
     train = _load_train_script()
     out = tmp_path / 'tokenizer.model'
     train.main(['--corpus', CORPUS, '--out', str(out)])
-    with open(default_tokenizer_path(), 'rb') as f:
+    with open(tokenizer_path(), 'rb') as f:
         assert out.read_bytes() == f.read()

@@ -6,12 +6,13 @@ import time
 import numpy as np
 import pytest
 
-from lamp_ros.compiler.spec import load_spec
+from lamp_ros.spec import load_spec
 from lamp_ros.ops.normalize import NormStats
-from lamp_ros.policies.example import example_observation
-from lamp_ros.policies.pipeline import pipeline_from_spec
+from lamp_ros.policies.pi05.example import example_observation
+from lamp_ros.policies.pi05.pipeline import pipeline_from_spec
 from lamp_ros.runtime import Runtime
 from lamp_ros.runtime.loop import run_ticks
+from lamp_ros.policies.pi05.assets import norm_stats_path
 
 SPEC = 'config/specs/pi05_tiny.yaml'
 
@@ -25,7 +26,7 @@ def test_runtime_matches_eager_on_20_observations(tiny_artifact, pipeline):
     runtime = Runtime.load(tiny_artifact)
     spec = load_spec(SPEC)
     atol, rtol = spec.parity['atol'], spec.parity['rtol']
-    stats = NormStats.load()
+    stats = NormStats.load(norm_stats_path())
     for seed in range(20):
         sizes = {'base': (480 + 8 * seed, 640), 'left_wrist': (224, 224)}
         if seed % 2:
@@ -41,6 +42,20 @@ def test_runtime_matches_eager_on_20_observations(tiny_artifact, pipeline):
                                    atol=atol, rtol=rtol)
         pipeline.reset()
         np.testing.assert_allclose(command, pipeline.tick(obs, 0.0), atol=atol, rtol=rtol)
+
+
+def test_a_deployment_rate_sets_the_period_the_chunker_step_and_the_deadline(tiny_artifact):
+    """One source for the rate: the artifact's (abi.rate_hz) unless the deployment gives
+    another (vla_node's rate_hz); then the chunker steps and every tick's deadline follow it."""
+    assert Runtime.load(tiny_artifact).period == pytest.approx(1 / 22.0)
+    runtime = Runtime.load(tiny_artifact, rate_hz=30.0)
+    assert runtime.rate_hz == 30.0 and runtime.period == pytest.approx(1 / 30.0)
+    assert runtime._chunker[1].dt == pytest.approx(1 / 30.0)
+    assert runtime.profile()['rate_hz'] == 30.0
+    assert runtime.profiler.tick(0.040, runtime.period)  # 40 ms misses a 33 ms period...
+    assert not runtime.profiler.tick(0.040, 1 / 22.0)    # ...not a 45 ms one
+    with pytest.raises(ValueError, match='rate_hz: must be > 0'):
+        Runtime.load(tiny_artifact, rate_hz=0.0)
 
 
 def test_planned_values_live_in_the_arena(tiny_artifact):
@@ -97,7 +112,7 @@ def test_async_ticks_keep_their_rate_with_slow_inference(tiny_artifact):
     runtime = Runtime.load(tiny_artifact, execution='async')
     slow_s = 3 * runtime.period
     _slow(runtime, slow_s)
-    obs = example_observation(NormStats.load())
+    obs = example_observation(NormStats.load(norm_stats_path()))
     chunker_id, chunker = runtime._chunker
     period, durations, served, underruns = runtime.period, [], [], 0
     start = time.perf_counter()
@@ -136,7 +151,7 @@ def _rss_kb() -> int:
 
 def test_no_memory_growth_over_1000_steps(tiny_artifact):
     runtime = Runtime.load(tiny_artifact, profile_window=100)
-    obs = example_observation(NormStats.load())
+    obs = example_observation(NormStats.load(norm_stats_path()))
     for k in range(100):  # warm up: allocator pools, ORT arenas, caches
         runtime.step(obs, k / 22.0)
     before = _rss_kb()

@@ -14,9 +14,10 @@ import numpy as np
 import pytest
 
 from lamp_ros.ops.normalize import NormStats
-from lamp_ros.policies.example import example_observation
+from lamp_ros.policies.pi05.example import example_observation
 from lamp_ros.runtime import Runtime
 from lamp_ros.runtime.schedule import inference_steps
+from lamp_ros.policies.pi05.assets import norm_stats_path
 
 
 @dataclass
@@ -114,7 +115,7 @@ def test_runtime_starts_the_first_phase_before_the_other_host_groups(tiny_artifa
     log = []
     plain, runtime = _two_phase_runtime(tiny_artifact, log)
     _watch_host_groups(runtime, log)
-    obs = example_observation(NormStats.load())
+    obs = example_observation(NormStats.load(norm_stats_path()))
     runtime.reset()
     overlapped = runtime.run(runtime.feeds(obs, 0.0))['clamp.command']
     names = {n: g.name for g in runtime.artifact.plan.groups for n in g.nodes}
@@ -135,7 +136,7 @@ def test_runtime_starts_the_first_phase_before_the_other_host_groups(tiny_artifa
 def test_a_host_group_failing_after_the_start_leaves_the_next_inference_whole(tiny_artifact):
     log = []
     plain, runtime = _two_phase_runtime(tiny_artifact, log)
-    obs = example_observation(NormStats.load())
+    obs = example_observation(NormStats.load(norm_stats_path()))
     runtime.reset()
     with pytest.raises(ValueError, match='more than max_len'):
         runtime.run(runtime.feeds({**obs, 'prompt': 'move ' * 400}, 0.0))

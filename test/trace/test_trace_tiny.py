@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 
 from lamp_ros.cli import main
-from lamp_ros.compiler.spec import load_spec
+from lamp_ros.spec import load_spec
 from lamp_ros.graph.graph import Graph
-from lamp_ros.policies.example import example_observation
-from lamp_ros.policies.pipeline import pipeline_from_spec
+from lamp_ros.policies.pi05.example import example_observation
+from lamp_ros.policies.pi05.pipeline import pipeline_from_spec
 from lamp_ros.trace.from_spec import trace_pipeline
 from lamp_ros.trace.stage import stage
 from lamp_ros.trace.tracer import trace, TraceError
@@ -106,7 +106,7 @@ def test_unhashed_trace_is_hashed_by_record_passes_as_the_trace_would():
     """Parity's eager references and a build with passes trace without hashing the weights
     (the full policy's take ~10 s a trace); record_passes then hashes every model node that
     has none, to the same sha256 as a hashing trace."""
-    from lamp_ros.compiler.passes.record import record_passes, stage_modules
+    from lamp_ros.compiler.record_passes import record_passes, stage_modules
     pipeline = pipeline_from_spec(load_spec(SPEC))
     obs = example_observation(pipeline.policy.norm_stats)
     values = {}

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from lamp_ros.whitebox.ops import (busy_us, cuda_hint, cuda_kernel_table, gpu_events,
-                                   read_trace, replays, time_by_name)
+from lamp_ros.whitebox.op_profile import (busy_us, cuda_hint, cuda_kernel_table, gpu_events,
+                                          read_trace, replays, time_by_name)
 from lamp_ros.whitebox.plots import write_kernel_timeline
 
 TRACE = (Path(__file__).resolve().parents[2] / 'bench' / 'results' / 'h200_kernel_timeline'

@@ -141,7 +141,7 @@ def test_plan_diff_names_a_side_stream():
     """Switching fusion.side_stream on changes one attribute of the cuda group, and says so."""
     from dataclasses import replace
     from lamp_ros.artifact.plan import BuildPlan
-    from lamp_ros.backends.base import GroupSpec
+    from lamp_ros.artifact.plan import GroupSpec
     from lamp_ros.whitebox.diff import diff_plan
     group = GroupSpec('g03_cuda', 'cuda', 'bf16', 'cuda:0', ('vision', 'prefix', 'denoise'),
                       ('stack_cameras.pixels',), ('denoise.actions',))
@@ -157,7 +157,7 @@ def test_plan_diff_names_the_prompt_lengths():
     runner captures from), and the diff says which lengths."""
     from dataclasses import replace
     from lamp_ros.artifact.plan import BuildPlan
-    from lamp_ros.backends.base import GroupSpec
+    from lamp_ros.artifact.plan import GroupSpec
     from lamp_ros.whitebox.diff import diff_plan
     group = GroupSpec('g03_cuda', 'cuda', 'bf16', 'cuda:0', ('vision', 'prefix', 'denoise'),
                       ('stack_cameras.pixels', 'tokenize.token_ids', 'tokenize.token_mask'),
@@ -177,7 +177,7 @@ def test_plan_diff_names_stored_gemm_algorithms():
     measured."""
     from dataclasses import replace
     from lamp_ros.artifact.plan import BuildPlan
-    from lamp_ros.backends.base import GroupSpec
+    from lamp_ros.artifact.plan import GroupSpec
     from lamp_ros.whitebox.diff import diff_plan
     group = GroupSpec('g03_cuda', 'cuda', 'bf16', 'cuda:0', ('vision', 'prefix', 'denoise'),
                       ('stack_cameras.pixels',), ('denoise.actions',), build={'cublaslt': None})

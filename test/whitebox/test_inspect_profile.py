@@ -4,7 +4,7 @@ import json
 import shutil
 
 from lamp_ros.cli import main
-from lamp_ros.whitebox.ops import hint, kernel_events, trt_layer_profile
+from lamp_ros.whitebox.op_profile import hint, kernel_events, trt_layer_profile
 
 PNG = b'\x89PNG\r\n\x1a\n'
 
@@ -67,7 +67,7 @@ def test_hints_and_ort_run_selection():
 
 
 def test_tensorrt_inspector_layers(tmp_path):
-    from lamp_ros.backends.base import GroupSpec
+    from lamp_ros.artifact.plan import GroupSpec
     (tmp_path / 'g').mkdir()
     (tmp_path / 'g' / 'inspector.json').write_text(json.dumps({'Layers': [
         {'Name': 'a', 'LayerType': 'CaskGemmMatrixMultiply'}, {'Name': 'b',

@@ -1,0 +1,91 @@
+"""One control tick around any policy: chunker -> smoother -> safety clamp.
+
+The policy produces chunks of actions; the robot needs one command per tick. `ControlPipeline`
+is the eager reference of that per-tick path, including its state (the current plan, the
+filter memory, the last command), and is what the tracer runs to get the whole-pipeline graph:
+observation and tick time in, one safe command out. Inference happens only on the ticks where
+the chunker asks for a new chunk.
+
+What it asks of the policy: `joint_names`, `config.camera_slots`, `infer(observation) ->
+chunk` (robot units), `reset()` and `example_observation(seed=, prompt=)`.
+"""
+
+import numpy as np
+
+from lamp_ros.observation import validate_observation
+from lamp_ros.ops.chunker import ActionChunker
+from lamp_ros.ops.clamp import SafetyClamp
+from lamp_ros.ops.smoother import Smoother
+from lamp_ros.trace.stage import stage
+
+
+class ControlPipeline:
+    """`tick(observation, t) -> command` with episode state; `reset()` starts an episode."""
+
+    def __init__(self, policy, chunker: ActionChunker, smoother: Smoother, clamp: SafetyClamp,
+                 rate_hz: float):
+        joints = len(policy.joint_names)
+        for name, op in (('chunker', chunker), ('smoother', smoother), ('clamp', clamp)):
+            if op.joints != joints:
+                raise ValueError(f'control.{name}: {op.joints} joints, the policy has {joints}')
+        self.policy = policy
+        self.chunker = chunker
+        self.smoother = smoother
+        self.clamper = clamp
+        self.rate_hz = rate_hz
+        self.state = {}
+        self.reset()
+
+    def reset(self) -> None:
+        """New episode: empty plan, fresh filters, no previous command, noise counter at 0."""
+        self.state = {'chunker': self.chunker.init_state(),
+                      'smoother': self.smoother.init_state(),
+                      'clamp': self.clamper.init_state()}
+        self.policy.reset()
+
+    @stage('chunker', 'stateful', outputs=('action',), state='chunker',
+           attrs=lambda self: self.chunker.to_dict())
+    def chunk_action(self, chunk, t_obs: float, t: float) -> np.ndarray:
+        """Merge a new chunk (if any) into the plan, then pick the action for tick time t."""
+        state = self.state['chunker']
+        if chunk is not None:
+            state = self.chunker.merge(state, chunk, t_obs, t)
+        action, _ = self.chunker.action_at(state, t)
+        self.state['chunker'] = state
+        return action
+
+    @stage('smoother', 'stateful', outputs=('action',), state='smoother',
+           attrs=lambda self: self.smoother.to_dict())
+    def smooth(self, action: np.ndarray, t: float) -> np.ndarray:
+        out, self.state['smoother'] = self.smoother.step(self.state['smoother'], action, t)
+        return out
+
+    @stage('clamp', 'stateful', outputs=('command',), state='clamp',
+           attrs=lambda self: self.clamper.to_dict())
+    def clamp(self, action: np.ndarray, reference: np.ndarray) -> np.ndarray:
+        out, _, self.state['clamp'] = self.clamper.step(self.state['clamp'], action, reference)
+        return out
+
+    def example_observation(self, seed: int = 0, prompt: str | None = None) -> dict:
+        """The policy's example observation (`policy.example_observation`): what tracing and
+        parity feed the pipeline."""
+        if prompt is None:
+            return self.policy.example_observation(seed=seed)
+        return self.policy.example_observation(seed=seed, prompt=prompt)
+
+    def needs_chunk(self, t: float) -> bool:
+        return self.chunker.needs_chunk(self.state['chunker'], t)
+
+    def tick(self, observation, t: float, t_obs=None) -> np.ndarray:
+        """Synchronous tick: infer if the chunker asks, then the command for time t.
+
+        t_obs is when the observation was taken (the camera stamp); a chunk computed from it
+        is aligned to that time, so actions already due are dropped. Defaults to t.
+        """
+        policy = self.policy
+        obs = validate_observation(observation, policy.config.camera_slots,
+                                   len(policy.joint_names))
+        t_obs = t if t_obs is None else t_obs
+        chunk = policy.infer(obs) if self.needs_chunk(t) else None
+        action = self.chunk_action(chunk, t_obs, t)
+        return self.clamp(self.smooth(action, t), obs.state)

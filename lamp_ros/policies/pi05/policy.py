@@ -1,0 +1,189 @@
+"""The eager pi0.5 policy: the Python prototype that every compiled artifact is compared to.
+
+`Pi05Policy.infer(observation) -> actions` runs the whole path a robot needs, as a researcher
+writes it: normalise the joint state with quantile stats, discretise it into 256 bins and write
+it into the prompt, tokenise with sentencepiece, resize-with-pad each camera image and scale it to
+[-1, 1], encode the images, run the prefix into a KV cache, integrate the flow with the action
+expert, then un-normalise and un-pad the actions. Each step is a method marked as a pipeline
+stage (`@stage`, `model_stage`), so the tracer records the pipeline without a rewrite; the
+marks change nothing when the policy runs eagerly.
+"""
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import torch
+
+from lamp_ros.observation import DEFAULT_PROMPT, validate_observation
+from lamp_ros.ops.image import preprocess_image, stack_cameras
+from lamp_ros.ops.noise import sample_noise
+from lamp_ros.ops.normalize import NormStats, quantile_normalize, unnormalize_actions
+from lamp_ros.ops.prompt import discretize_state, tokenize_pi05
+from lamp_ros.ops.tokenizer import Tokenizer
+from lamp_ros.policies.pi05 import assets
+from lamp_ros.policies.pi05.config import get_preset, Pi05Config
+from lamp_ros.policies.pi05.example import example_observation
+from lamp_ros.policies.pi05.model import Pi05Model
+from lamp_ros.policies.pi05.weights import init_weights, load_weights
+from lamp_ros.trace.stage import model_stage, stage
+
+DTYPES = {'float32': torch.float32, 'bfloat16': torch.bfloat16, 'float16': torch.float16}
+
+
+@dataclass(frozen=True)
+class GlueConfig:
+    """Host-side choices of the pipeline that change results (recorded in every artifact)."""
+
+    interpolation: str = 'linear'
+    noise_seed: int = 0
+
+
+class Pi05Policy:
+    """Model + tokenizer + norm stats + glue; `infer` is the reference implementation."""
+
+    def __init__(self, config: Pi05Config, model: Pi05Model, tokenizer: Tokenizer,
+                 norm_stats: NormStats, glue: GlueConfig = GlueConfig()):
+        if tokenizer.vocab_size > config.vocab_size:
+            raise ValueError(f'tokenizer: vocab size {tokenizer.vocab_size} exceeds the model '
+                             f'embedding table ({config.vocab_size})')
+        if len(norm_stats.joint_names) > config.action_dim:
+            raise ValueError(f'norm_stats: {len(norm_stats.joint_names)} joints exceed the '
+                             f'model action dim {config.action_dim}')
+        self.config = config
+        self.model = model.eval()
+        self.tokenizer = tokenizer
+        self.norm_stats = norm_stats
+        self.glue = glue
+        self.state = {}
+        self.reset()
+
+    @classmethod
+    def create(cls, preset: str = 'pi05_tiny', seed: int = 0, weights: str | None = None,
+               stage_seeds: dict | None = None, norm_stats: str | None = None,
+               tokenizer: str | None = None, glue: GlueConfig = GlueConfig(),
+               device: str = 'cpu', dtype: str | None = None) -> 'Pi05Policy':
+        """Build a policy from a preset; weights from `seed` or a safetensors file."""
+        config = get_preset(preset)
+        torch_dtype = DTYPES[dtype or config.dtype]
+        with torch.device(device):
+            model = Pi05Model(config).to(torch_dtype)
+        if weights:
+            load_weights(model, weights)
+        else:
+            init_weights(model, seed, stage_seeds)
+        stats = NormStats.load(norm_stats or assets.norm_stats_path())
+        return cls(config, model, Tokenizer(tokenizer or assets.tokenizer_path()), stats, glue)
+
+    def reset(self) -> None:
+        """Start a new episode: the noise counter restarts."""
+        self.state['noise'] = {'counter': np.zeros((1,), np.int64)}
+
+    @property
+    def joint_names(self) -> tuple:
+        return self.norm_stats.joint_names
+
+    def example_observation(self, seed: int = 0, sizes: dict | None = None,
+                            prompt: str = DEFAULT_PROMPT) -> dict:
+        """An observation for tracing and parity (example.py), the state in this policy's
+        quantile range."""
+        return example_observation(self.norm_stats, seed, sizes, prompt)
+
+    # ---- host stages (numpy) -------------------------------------------------------------
+
+    @stage('normalize_state', 'preprocess', outputs=('state',),
+           attrs=lambda self: {'stats': self.norm_stats.state.to_dict()})
+    def normalize_state(self, state: np.ndarray) -> np.ndarray:
+        """Joint positions -> [-1, 1] by the state quantiles (robot dims, no padding)."""
+        return quantile_normalize(state, self.norm_stats.state)
+
+    @stage('discretize_state', 'preprocess', outputs=('bins',), attrs=lambda self: {'bins': 256})
+    def discretize_state(self, norm_state: np.ndarray) -> np.ndarray:
+        return discretize_state(np.clip(norm_state, -1.0, 1.0), 256)
+
+    @stage('tokenize', 'host', outputs=('token_ids', 'token_mask'),
+           attrs=lambda self: {'format': 'pi05', 'max_len': self.config.max_token_len,
+                               'tokenizer_sha256': self.tokenizer.sha256})
+    def tokenize(self, prompt: str, state_bins: np.ndarray):
+        """pi0.5 prompt `Task: ..., State: ...;\\nAction: ` -> (ids, mask), each (1, L)."""
+        return tokenize_pi05(self.tokenizer, prompt, state_bins, self.config.max_token_len)
+
+    @stage('preprocess_image', 'preprocess', outputs=('pixels',), key='camera',
+           attrs=lambda self: {'size': self.config.vision.image_size,
+                               'interpolation': self.glue.interpolation, 'pixels': 'uint8'})
+    def preprocess_image(self, image: np.ndarray, camera: str) -> np.ndarray:
+        """(H, W, 3) uint8 of any size -> (S, S, 3) uint8, aspect kept (the vision stage maps
+        it to [-1, 1] on the model's device)."""
+        return preprocess_image(image, self.config.vision.image_size, self.glue.interpolation)
+
+    @stage('stack_cameras', 'host', outputs=('pixels', 'image_mask'),
+           attrs=lambda self: {'slots': list(self.config.camera_slots),
+                               'size': self.config.vision.image_size, 'pixels': 'uint8'})
+    def stack_cameras(self, images: dict):
+        """{slot: (S, S, 3)} for the cameras present -> (1, cams, S, S, 3), mask (1, cams)."""
+        return stack_cameras(images, self.config.camera_slots, self.config.vision.image_size)
+
+    @stage('sample_noise', 'stateful', outputs=('noise',), state='noise',
+           attrs=lambda self: {'seed': self.glue.noise_seed,
+                               'shape': [1, self.config.action_horizon, self.config.action_dim]})
+    def sample_noise(self) -> np.ndarray:
+        """Standard normal (1, horizon, action_dim): the flow's starting point at t=1."""
+        counter = self.state['noise']['counter']
+        shape = (1, self.config.action_horizon, self.config.action_dim)
+        noise = sample_noise(self.glue.noise_seed, int(counter[0]), shape)
+        self.state['noise'] = {'counter': counter + 1}
+        return noise
+
+    @stage('unnormalize_actions', 'postprocess', outputs=('chunk',),
+           attrs=lambda self: {'stats': self.norm_stats.actions.to_dict(),
+                               'joints': len(self.joint_names)})
+    def unnormalize_actions(self, actions) -> np.ndarray:
+        """(1, horizon, action_dim) normalised -> (horizon, joints) in robot units."""
+        return unnormalize_actions(_to_numpy(actions), self.norm_stats.actions,
+                                   len(self.joint_names))
+
+    # ---- model stages (torch) ------------------------------------------------------------
+
+    vision = model_stage('vision', 'model.vision', outputs=('image_tokens',))
+    prefix = model_stage('prefix', 'model.prefix', outputs=('k_cache', 'v_cache', 'prefix_mask'))
+    denoise = model_stage('denoise', 'model.expert', outputs=('actions',))
+
+    # ---- the whole path ------------------------------------------------------------------
+
+    def infer(self, observation, noise: np.ndarray | None = None) -> np.ndarray:
+        """observation -> action chunk (horizon, joints) in robot units."""
+        obs = validate_observation(observation, self.config.camera_slots, len(self.joint_names))
+        norm_state = self.normalize_state(obs.state)
+        state_bins = self.discretize_state(norm_state)
+        token_ids, token_mask = self.tokenize(obs.prompt, state_bins)
+        images = {slot: self.preprocess_image(img, camera=slot)
+                  for slot, img in obs.images.items()}
+        pixels, image_mask = self.stack_cameras(images)
+        image_tokens = self.vision(pixels)
+        k_cache, v_cache, prefix_mask = self.prefix(image_tokens, image_mask, token_ids,
+                                                    token_mask)
+        noise = self.sample_noise() if noise is None else _check_noise(noise, self.config)
+        actions = self.denoise(k_cache, v_cache, prefix_mask, noise)
+        return self.unnormalize_actions(actions)
+
+    def describe(self) -> dict:
+        """JSON-ready identity of the policy (preset, glue) for artifacts and logs."""
+        return {'preset': self.config.name, 'glue': asdict(self.glue),
+                'joint_names': list(self.joint_names)}
+
+
+def _to_numpy(x) -> np.ndarray:
+    if isinstance(x, torch.Tensor):
+        return x.detach().float().cpu().numpy()
+    return np.asarray(x)
+
+
+def _check_noise(noise, config: Pi05Config) -> np.ndarray:
+    noise = np.asarray(noise, dtype=np.float32)
+    shape = (config.action_horizon, config.action_dim)
+    if noise.shape == shape:
+        noise = noise[None]
+    if noise.shape != (1, *shape):
+        raise ValueError(f'noise: expected shape {shape} or (1, *{shape}), got {noise.shape}')
+    if not np.isfinite(noise).all():
+        raise ValueError('noise: contains non-finite values')
+    return noise

@@ -1,0 +1,26 @@
+"""What pi0.5 adds to the compiler (compiler/rewrites.py): its graph passes, its cuda lowering
+onto lamp's kernels and its vision stage on camera frames. policies/pi05/__init__.py registers
+them for Pi05Policy."""
+
+import copy
+
+from lamp_ros.compiler.rewrites import Rewrites
+from lamp_ros.policies.pi05.cuda_lowering import use_kernels
+from lamp_ros.policies.pi05.passes import APPROXIMATE, PASSES
+from lamp_ros.policies.pi05.staged.lower import lower, stage_kind
+
+
+def vision_on_frames(module):
+    """A copy of the vision stage (passes' form) that takes the cameras' frames and their
+    letterbox tables; the given module is left as it is (it may be the eager reference's)."""
+    stage = lower(module)
+    if stage_kind(stage) != 'vision':
+        raise ValueError(f'fusion.device_letterbox: the pixels\' reader is a '
+                         f'{type(module).__name__}, not the vision stage')
+    stage = copy.copy(stage)  # shares the submodules and weights; the flag is the copy's own
+    stage.letterbox = True
+    return stage
+
+
+REWRITES = Rewrites(passes=tuple(PASSES), approximate=APPROXIMATE, cuda_lowering=use_kernels,
+                    letterbox_stage=vision_on_frames)

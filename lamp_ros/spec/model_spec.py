@@ -1,0 +1,188 @@
+"""The model spec (YAML): what to build, from which weights, for which target, and how.
+
+Every key is known; an unknown key or an impossible choice is an error that names the key path
+(`stages.vision.backend: 'tensorrt' is not available for target 'cpu'`). The spec is the one
+input of `lamp trace` and `lamp compile`, and it is copied into the artifact, so the artifact
+says how it was made.
+"""
+
+from dataclasses import dataclass, field
+import os
+
+import yaml
+
+from lamp_ros.spec.build_options import build_options, BuildOptions, check_keys, SpecError
+
+# The shortest prompt length a group runs at: torch.export specialises a dimension of size 0 or
+# 1, so the exported text axis stays dynamic only from 2 (backends/text_lengths.py).
+MIN_LENGTH = 2
+
+DEFAULT_RATE_HZ = 22.0  # the control rate of a spec that names none (the artifact's abi.rate_hz)
+SCHEMA = 'lamp.spec/1'
+TARGETS = ('cpu', 'cuda', 'tensorrt')
+BACKENDS = ('host', 'onnxruntime', 'tensorrt', 'cuda')
+PRECISIONS = ('fp32', 'bf16', 'fp16')
+BACKENDS_FOR_TARGET = {
+    'cpu': ('host', 'onnxruntime'),
+    'cuda': ('host', 'onnxruntime', 'cuda'),
+    'tensorrt': ('host', 'onnxruntime', 'tensorrt', 'cuda'),
+}
+
+
+@dataclass(frozen=True)
+class StageChoice:
+    """Backend and precision for one stage (or the default), with fallbacks in order."""
+
+    backend: str
+    precision: str = 'fp32'
+    fallback: tuple = ()
+    reason: str = ''
+
+
+@dataclass(frozen=True)
+class Spec:
+    name: str
+    policy: dict        # entry, preset, glue
+    weights: dict       # seed + stage_seeds, or file
+    control: dict       # rate_hz, chunker, smoother, clamp
+    target: str
+    stages: dict        # stage op -> StageChoice ('default' included)
+    fusion: dict        # fuse_adjacent: bool, split_after: [node ids], side_stream: [node ids],
+    #                     text_lengths: [prompt lengths a cuda / onnxruntime group also runs at],
+    #                     device_letterbox: {camera slot: [height, width] of its largest frame}
+    parity: dict        # samples, atol, rtol
+    passes: dict = field(default_factory=dict)
+    build: BuildOptions = BuildOptions()
+    source: str = ''    # path the spec was read from
+
+    def choice(self, op: str) -> StageChoice:
+        return self.stages.get(op, self.stages['default'])
+
+    def to_dict(self) -> dict:
+        return {'schema': SCHEMA, 'name': self.name, 'policy': self.policy,
+                'weights': self.weights, 'control': self.control, 'target': self.target,
+                'stages': {k: {'backend': c.backend, 'precision': c.precision,
+                               'fallback': list(c.fallback), 'reason': c.reason}
+                           for k, c in self.stages.items()},
+                'fusion': self.fusion, 'parity': self.parity, 'passes': self.passes,
+                'build': self.build.to_dict()}
+
+
+def _stage_choice(d, where, target) -> StageChoice:
+    check_keys(d, {'backend', 'precision', 'fallback', 'reason'}, where)
+    if 'backend' not in d:
+        raise SpecError(f'{where}.backend: missing')
+    choice = StageChoice(d['backend'], d.get('precision', 'fp32'), tuple(d.get('fallback', ())),
+                         d.get('reason', ''))
+    for i, backend in enumerate((choice.backend, *choice.fallback)):
+        key = f'{where}.backend' if i == 0 else f'{where}.fallback[{i - 1}]'
+        if backend not in BACKENDS:
+            raise SpecError(f'{key}: unknown backend {backend!r}; known: {", ".join(BACKENDS)}')
+        if i == 0 and backend not in BACKENDS_FOR_TARGET[target]:
+            raise SpecError(f'{key}: {backend!r} is not available for target {target!r} '
+                            f'(possible: {", ".join(BACKENDS_FOR_TARGET[target])})')
+    if choice.precision not in PRECISIONS:
+        raise SpecError(f'{where}.precision: {choice.precision!r} not in {PRECISIONS}')
+    if choice.precision == 'bf16' and target == 'cpu':
+        raise SpecError(f'{where}.precision: bf16 needs a GPU target (ONNX Runtime\'s CPU '
+                        'provider has no bf16 kernels); the target is cpu')
+    if choice.precision == 'fp16' and target == 'cpu' and choice.backend != 'onnxruntime':
+        raise SpecError(f'{where}.precision: fp16 on target cpu only with the onnxruntime '
+                        'backend')
+    return choice
+
+
+def _passes(d) -> dict:
+    """{pass name: bool}. Which names exist is the policy's (its registered rewrites,
+    compiler/rewrites.py): the build checks them once the policy is loaded."""
+    check_keys(d, set(d) if isinstance(d, dict) else (), 'passes')
+    for name, on in d.items():
+        if not isinstance(on, bool):
+            raise SpecError(f'passes.{name}: expected true or false, got {on!r}')
+    return dict(d)
+
+
+def parse_spec(d: dict, source: str = '') -> Spec:
+    """Validate a spec mapping into a Spec; errors name the key path."""
+    check_keys(d, {'schema', 'name', 'policy', 'weights', 'control', 'target', 'stages',
+                   'fusion', 'parity', 'passes', 'build'}, '')
+    if d.get('schema', SCHEMA) != SCHEMA:
+        raise SpecError(f'schema: {d["schema"]!r}, expected {SCHEMA!r}')
+    for key in ('name', 'policy', 'target'):
+        if key not in d:
+            raise SpecError(f'{key}: missing')
+    policy = d['policy']
+    check_keys(policy, {'entry', 'preset', 'glue'}, 'policy')
+    check_keys(policy.get('glue', {}), {'interpolation', 'noise_seed'}, 'policy.glue')
+    weights = d.get('weights', {'seed': 0})
+    check_keys(weights, {'seed', 'stage_seeds', 'file'}, 'weights')
+    if 'file' in weights and ('seed' in weights or 'stage_seeds' in weights):
+        raise SpecError('weights: give either file or seed/stage_seeds, not both')
+    control = d.get('control', {})
+    check_keys(control, {'rate_hz', 'chunker', 'smoother', 'clamp'}, 'control')
+    control = {'rate_hz': DEFAULT_RATE_HZ, **control}
+    if not isinstance(control['rate_hz'], (int, float)) or not control['rate_hz'] > 0:
+        raise SpecError(f'control.rate_hz: a rate in Hz > 0, got {control["rate_hz"]!r}')
+    target = d['target']
+    if target not in TARGETS:
+        raise SpecError(f'target: {target!r} not in {TARGETS}')
+    stages_in = d.get('stages', {})
+    check_keys(stages_in, set(stages_in), 'stages')
+    stages = {k: _stage_choice(v, f'stages.{k}', target) for k, v in stages_in.items()}
+    stages.setdefault('default', StageChoice('host', reason='host reference for every stage'))
+    fusion = d.get('fusion', {})
+    check_keys(fusion, {'fuse_adjacent', 'split_after', 'side_stream', 'text_lengths',
+                        'device_letterbox'}, 'fusion')
+    _check_device_letterbox(fusion.get('device_letterbox'), target)
+    side = fusion.get('side_stream', [])
+    if not isinstance(side, list) or not all(isinstance(s, str) for s in side):
+        raise SpecError(f'fusion.side_stream: a list of stage names, got {side!r}')
+    lengths = fusion.get('text_lengths', [])
+    if (not isinstance(lengths, list)
+            or not all(isinstance(n, int) and not isinstance(n, bool) and n >= MIN_LENGTH
+                       for n in lengths)
+            or any(a >= b for a, b in zip(lengths, lengths[1:]))):
+        raise SpecError(f'fusion.text_lengths: prompt lengths in tokens, each >= {MIN_LENGTH}, '
+                        f'in increasing order, got {lengths!r}')
+    parity = {'samples': 4, 'atol': 1e-4, 'rtol': 1e-3, **d.get('parity', {})}
+    check_keys(parity, {'samples', 'atol', 'rtol'}, 'parity')
+    if int(parity['samples']) < 1:
+        raise SpecError('parity.samples: must be >= 1')
+    passes = _passes(d.get('passes', {}))
+    fusion = {'fuse_adjacent': True, 'split_after': [], 'side_stream': [], 'text_lengths': [],
+              **fusion}
+    return Spec(name=d['name'], policy=policy, weights=weights, control=control, target=target,
+                stages=stages, fusion=fusion, parity=parity, passes=passes,
+                build=build_options(d.get('build') or {}), source=source)
+
+
+def _check_device_letterbox(frames, target: str) -> None:
+    """fusion.device_letterbox (compiler/device_letterbox.py): {slot: [height, width]}, the
+    largest frame each camera sends, for a cuda target (its CUDA graph copies the frames)."""
+    if frames is None:
+        return
+    if target != 'cuda':
+        raise SpecError(f'fusion.device_letterbox: the letterbox runs on a cuda target\'s GPU; '
+                        f'this spec\'s target is {target!r}')
+    if not isinstance(frames, dict) or not frames:
+        raise SpecError(f'fusion.device_letterbox: {{camera slot: [height, width]}}, got '
+                        f'{frames!r}')
+    for slot, size in frames.items():
+        if (not isinstance(size, list) or len(size) != 2
+                or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 1
+                           for d in size)
+                or size[0] * size[1] * 3 >= 2 ** 31):
+            raise SpecError(f'fusion.device_letterbox.{slot}: the largest frame as [height, '
+                            f'width] in pixels (under 2 GB), got {size!r}')
+
+
+def load_spec(path: str) -> Spec:
+    """Read and validate a spec YAML file."""
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f'spec: no file {path}')
+    with open(path, encoding='utf-8') as f:
+        try:
+            data = yaml.safe_load(f)
+        except yaml.YAMLError as exc:
+            raise SpecError(f'spec {path}: not valid YAML: {exc}') from exc
+    return parse_spec(data or {}, source=path)
