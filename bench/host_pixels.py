@@ -27,7 +27,7 @@ import time
 import numpy as np
 import torch
 
-from lamp_ros.backends.cuda import HostInputs
+from lamp_ros.backends.cuda.run_side import HostInputs
 from lamp_ros.compiler.device_letterbox import frame_capacity
 from lamp_ros.ops.image import preprocess_image, resize_with_pad, stack_cameras
 from lamp_ros.ops.letterbox import letterbox_frames

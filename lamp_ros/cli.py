@@ -244,7 +244,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('--svg', help='picture path (default: next to the JSON)')
     p.set_defaults(func=_graph)
 
-    from lamp_ros.whitebox.cli import register
+    from lamp_ros.whitebox.commands import register
     register(sub)
     return parser
 

@@ -7,7 +7,7 @@ the prefix's o GEMM (2048 -> 2048) took 18.3 us on the H200 against 13.6 for its
 same numbers (scripts/device/cublaslt_probe.py --prefix-rows, bench/results/h200_prefix_rows/);
 elsewhere its first pick is within 0-1.2 us of the fastest (bench/results/h200_cublaslt/). So
 the cuda lowering times the heuristic's candidates per GEMM shape and row count
-(policies/pi05/cuda_lowering.py: choose_gemm_algorithms) and stores a winner that beats torch's op
+(policies/pi05/cuda/gemms.py: choose_gemm_algorithms) and stores a winner that beats torch's op
 as its 64 opaque bytes. Those bytes mean something only to the cuBLASLt version and the GPU that
 returned them (`identity`): the operator runs them only there, and torch's op anywhere else.
 

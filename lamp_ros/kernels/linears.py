@@ -87,7 +87,7 @@ class KNLinear(nn.Module):
     by layout as well as by shape: on the H200 the vision's fc2 (768 x 4304 -> 1152) ran 20.2 us
     as nn.Linear and 15.9 us so, while its qkv lost 1.3 us (scripts/device/gemm_layout_probe.py).
     So the cuda lowering measures both layouts per GEMM shape on the build GPU and stores each
-    weight the faster way (policies/pi05/cuda_lowering.py: choose_weight_layouts). The same
+    weight the faster way (policies/pi05/cuda/gemms.py: choose_weight_layouts). The same
     products and sums; cuBLAS may add them in another order."""
 
     def __init__(self, linear: nn.Linear):
@@ -107,7 +107,7 @@ class KNLinear(nn.Module):
 class LtLinear(nn.Module):
     """A plain linear (nn.Linear or KNLinear, its weight kept as it was stored) whose GEMM runs
     on the cuBLASLt algorithm the build GPU measured fastest at each row count it will see
-    (`lamp::lt_linear`; policies/pi05/cuda_lowering.py: choose_gemm_algorithms). At the prefix's
+    (`lamp::lt_linear`; policies/pi05/cuda/gemms.py: choose_gemm_algorithms). At the prefix's
     64-token
     graph (832 rows) cuBLASLt's heuristic, which torch follows, picks a kernel for o that took
     18.3 us on the H200 where its second algorithm took 13.6, the same numbers. `algorithms`

@@ -1,4 +1,4 @@
-"""Triton kernels behind the `lamp::*` operators (ops.py): one read, one write per activation.
+"""Triton kernels behind the `lamp::*` operators (operators/): one read, one write per activation.
 
 Rows are the flattened leading dims. Each kernel loads in the input dtype, computes in float32
 (as the reference does) and stores once in the output dtype. Block sizes follow the shapes the

@@ -4,16 +4,16 @@ An adaRMS norm before a linear is linear in x once rstd(x) is known:
 
     norm(x) @ W^T = rstd(x) * ((x * mod) @ W^T) + shift @ W^T
 
-`lamp::ada_linear` (triton_expert) makes x * mod and the sum of squares in its K loop, so every
-activation tile goes from shared memory to registers and back before the MMA reads it: on the
+`lamp::ada_linear` (triton_expert_gemm) makes x * mod and the sum of squares in its K loop, so
+every activation tile goes from shared memory to registers and back before the MMA reads it: on the
 H200 that prologue cost 2.9 us of its 8.9 at the expert's qkv, and it lost to an rms_norm kernel
 plus cuBLAS. Here the kernel that writes x (the gated GEMM before: o for the MLP's norm, the
-previous layer's down for the attention's; `norm_pieces` for the first layer) also writes
-x * mod and each row's sum of squares in pieces (one per column block, summed here in a fixed
-order, so the result does not depend on timing), and this GEMM is a plain stream: weight and
-activation tiles by tensor descriptor (TMA: one bulk copy each a pipeline stage), straight into
-the MMA, rstd, the bias and the GeGLU in the epilogue (`scripts/device/tma_gemm_probe.py`: qkv
-5.9 us against 8.35 for norm + cuBLAS, gate/up 8.9 against 12.1 for norm + cuBLAS + GeGLU).
+previous layer's down for the attention's; `norm_pieces` for the first layer) also writes x * mod
+and each row's sum of squares in pieces (one per column block, summed here in a fixed order, so the
+result does not depend on timing), and this GEMM is a plain stream: weight and activation tiles by
+tensor descriptor (TMA: one bulk copy each a pipeline stage), straight into the MMA, rstd, the bias
+and the GeGLU in the epilogue (`scripts/device/tma_gemm_probe.py`: qkv 5.9 us against 8.35 for norm
++ cuBLAS, gate/up 8.9 against 12.1 for norm + cuBLAS + GeGLU).
 
 tiles = (block_w, block_k, warps, stages, swap[, pdl]): block_w weight rows a program, all of
 K, the action tokens (<= 64) as one block; swap puts the weight block on the MMA's M side.
@@ -131,7 +131,7 @@ def premade_gemm(xm, pieces, weight, bias, eps, tiles, weight2=None, bias2=None,
 
     rope = (cos, sin, heads, q_scale) for a q/k/v weight of heads + 2 heads: q and k come out
     rotated by cos/sin (..., d/2), q also scaled by q_scale (the attention after it reads
-    them as they are: triton_expert.mqa_attention_rotated)."""
+    them as they are: triton_attention.mqa_attention_rotated)."""
     block_w, block_k, warps, stages, swap = tiles[:5]
     pdl = tiles[5] if len(tiles) > 5 else 0
     a, w = _rows(xm), _rows(weight)

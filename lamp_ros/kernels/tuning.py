@@ -49,7 +49,7 @@ SHARED_MEMORY = 220 * 1024  # what a program's pipeline stages may take (the H20
 ATTENTION_CANDIDATES = ((16, 64, 128, 4, 1), (16, 64, 256, 4, 1), (16, 128, 256, 4, 1),
                         (32, 64, 128, 4, 1), (16, 64, 256, 4, 2), (16, 64, 512, 4, 2))
 # the rotated attention (the own keys after the prefix's, nothing rotated in the kernel:
-# triton_expert.mqa_attention_rotated): at 832 + 50 keys on the H200 128-key splits at two
+# triton_attention.mqa_attention_rotated): at 832 + 50 keys on the H200 128-key splits at two
 # stages took 8.7 us + 2.7 for the merge, against 11.5 + 2.6 for the pair that rotates in the
 # attention kernel (ATTENTION_CANDIDATES'); 64-row blocks (wgmma) and 448-key splits lost
 # (attention_probe.py's anatomy, bench/results/h200_rope_qkv/)

@@ -298,7 +298,7 @@ class Runtime:
     def profile(self) -> dict:
         """Plain data: latency statistics, deadline misses, errors, arena size, identity, the
         prompt length each group built with several (spec fusion.text_lengths) last ran at, and
-        whether a group's stored cuBLASLt algorithms run here (backends/cuda.py)."""
+        whether a group's stored cuBLASLt algorithms run here (backends/cuda/run_side.py)."""
         data = self.profiler.profile()
         data.update(artifact_id=self.id, execution=self.execution, device=self.device,
                     rate_hz=self.rate_hz, inference_errors=self.inference_errors,

@@ -2,7 +2,7 @@
 as the groups that make its inputs are done, the other host groups run while the GPU works.
 
 A runner with `early_inputs` (the cuda backend when its first stage is captured apart,
-backends/graph_phases.py) has `start(feeds)`, which copies those inputs and launches without
+backends/cuda/graph_phases.py) has `start(feeds)`, which copies those inputs and launches without
 waiting, and `finish(feeds)`, which copies the rest, launches the rest and waits. Everything
 else is `run(feeds)`. The steps stay a topological order of the plan's groups: the groups an
 early input needs (and the groups those need) move ahead of the others, the others keep their

@@ -4,9 +4,9 @@
                                                 [--runs N] [--cpu]
 
 Loads the artifact (sync), runs one inference on the synthetic observation, then traces under
-torch's profiler (backends/kernel_trace.py) either the cuda group NAME replayed N times on that
-inference's values (`lamp profile`'s kernel table and timeline) or N whole inferences as a tick
-runs them (bench/gpu_pi05.py --trace-out), and writes the Chrome trace.
+torch's profiler (backends/cuda/kernel_trace.py) either the cuda group NAME replayed N times on
+that inference's values (`lamp profile`'s kernel table and timeline) or N whole inferences as a
+tick runs them (bench/gpu_pi05.py --trace-out), and writes the Chrome trace.
 
 Why a process of its own: on the H200, processes that had run torch's profiler over the
 pi05_full artifact's CUDA graphs aborted at interpreter exit with "double free or corruption"
@@ -58,7 +58,7 @@ def main(argv=None) -> int:
     parser.add_argument('--runs', type=int, default=1)
     parser.add_argument('--cpu', action='store_true', help="the CPU's activity too")
     args = parser.parse_args(argv)
-    from lamp_ros.backends.kernel_trace import write_kernel_trace
+    from lamp_ros.backends.cuda.kernel_trace import write_kernel_trace
     from lamp_ros.runtime import Runtime
     from lamp_ros.runtime.loop import synthetic_observation
     try:

@@ -1,7 +1,8 @@
 """The `lamp::` kernels on the GPU: match their reference at the policy's shapes, and time them
 against the eager op chains they replace (GPU time of CUDA-graph replays, as the artifact runs).
-five-kernel layer (triton_expert.py) is tuned here as the lowering tunes it, every candidate's
-time printed, and checked in bf16 with the chosen tiles.
+The expert's five-kernel layer (triton_expert_gemm.py, triton_attention.py) is tuned here as
+the lowering tunes it, every candidate's time printed, and checked in bf16 with the chosen
+tiles.
 
 Usage: python3 scripts/device/kernels_check.py [fp8 | norms | lt_linear | letterbox]   (one
 line per kernel and shape; a name checks that group alone)
@@ -171,7 +172,7 @@ def check_gelu_epilogue() -> bool:
     """The vision fc1's GELU in the cuBLASLt epilogue (VisionBlock.hidden on the kernel path):
     the tanh GELU the encoder was trained with, not the erf one (told apart in float32, where
     they differ by up to 5e-4 and the GEMMs by far less), then in bf16 against float32."""
-    from lamp_ros.policies.pi05.staged.modules import VisionBlock
+    from lamp_ros.policies.pi05.staged.layers import VisionBlock
     torch.manual_seed(0)
     dev = 'cuda'
     block = VisionBlock(16, None, None, None, None, torch.nn.Linear(1152, 4304, device=dev),
@@ -275,7 +276,7 @@ def check_lt_linear() -> bool:
     each computes torch's product and is timed from a CUDA graph against torch's op; a table
     measured with another cuBLASLt version, or without these rows, runs torch's op bit for bit;
     and the runner's `algorithm_status` says which."""
-    from lamp_ros.backends.cuda import algorithm_status
+    from lamp_ros.backends.cuda.run_side import algorithm_status
     from lamp_ros.kernels.linears import KNLinear, LtLinear
     from lamp_ros.kernels import cublaslt
     here = cublaslt.identity()

@@ -4,14 +4,14 @@ import pytest
 import torch
 
 from lamp_ros.backends import text_lengths
+from lamp_ros.backends.cuda.program_load import load_program
 from lamp_ros.backends.group_module import group_module
-from lamp_ros.backends.program_load import load_program
 from lamp_ros.compiler.partition import assign, partition
 from lamp_ros.compiler.rewrites import run_passes
 from lamp_ros.policies.pi05.rewrites import REWRITES
 from lamp_ros.compiler.record_passes import stage_modules
 from lamp_ros.spec import load_spec
-from lamp_ros.policies.pi05.cuda_lowering import use_kernels
+from lamp_ros.policies.pi05.cuda.lowering import use_kernels
 from lamp_ros.policies.pi05.example import example_observation
 from lamp_ros.trace.from_spec import build_pipeline, trace_pipeline
 

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from lamp_ros.backends import graph_phases, stage_streams, text_lengths
+from lamp_ros.backends import text_lengths
+from lamp_ros.backends.cuda import graph_phases, stage_streams
 from lamp_ros.backends.text_lengths import TextAxis
 
 AXIS = TextAxis(inputs=('tokenize.token_ids', 'tokenize.token_mask'),

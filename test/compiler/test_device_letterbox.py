@@ -17,7 +17,8 @@ import torch
 import yaml
 
 from bench.gpu_pi05 import baseline_inputs
-from lamp_ros.backends.cuda import _frame_inputs, HostInputs
+from lamp_ros.backends.cuda.compile_side import _frame_inputs
+from lamp_ros.backends.cuda.run_side import HostInputs
 from lamp_ros.backends.host import HostRunner
 from lamp_ros.compiler.device_letterbox import frame_capacity, letterbox_on_device
 from lamp_ros.compiler.parity import boundary_values, eager_names

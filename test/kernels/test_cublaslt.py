@@ -3,7 +3,7 @@ run, an algorithm's 64 bytes survive the trip into an exported program's int[] a
 back, `lamp::lt_linear` computes torch's product (on the CPU its reference; the stored
 algorithms run only on the GPU they were measured on: scripts/device/kernels_check.py runs them
 on the H200), LtLinear keeps a stage's outputs and parameter names through torch.export, and a
-stored algorithm must beat torch's op clearly (test_lowering.py: nothing is stored off the
+stored algorithm must beat torch's op clearly (test_cuda_lowering.py: nothing is stored off the
 GPU). The algorithm bytes here are made up: no cuBLASLt exists on
 this machine to return real ones, and the CPU never reads them."""
 
@@ -12,7 +12,7 @@ import torch
 
 from lamp_ros.kernels.linears import KNLinear, LtLinear
 from lamp_ros.kernels import cublaslt, tuning
-from lamp_ros.policies.pi05 import cuda_lowering as lowering
+from lamp_ros.policies.pi05.cuda import gemms
 from lamp_ros.kernels import operators as kernel_ops
 
 BUILT_FOR = {'cublaslt': 130100, 'gpu': 'NVIDIA H200'}
@@ -112,9 +112,9 @@ def test_exported_program_keeps_the_table(tmp_path):
 
 def test_margin_keeps_torch_op_unless_clearly_faster():
     def choice(ours, best):
-        return tuning.Choice([1, 2], {str(lowering.TORCH_GEMM): ours, '[1, 2]': best},
+        return tuning.Choice([1, 2], {str(gemms.TORCH_GEMM): ours, '[1, 2]': best},
                              'measured')
-    assert lowering._within_margin(choice(0.0100, 0.0099)).tiles == lowering.TORCH_GEMM
-    assert lowering._within_margin(choice(0.0183, 0.0136)).tiles == [1, 2]
+    assert gemms._within_margin(choice(0.0100, 0.0099)).tiles == gemms.TORCH_GEMM
+    assert gemms._within_margin(choice(0.0183, 0.0136)).tiles == [1, 2]
     cached = tuning.Choice([1, 2], source='tile cache')  # the cache keeps the decided choice
-    assert lowering._within_margin(cached).tiles == [1, 2]
+    assert gemms._within_margin(cached).tiles == [1, 2]

@@ -13,7 +13,8 @@ os.environ.setdefault('TRITON_INTERPRET', '1')  # before the kernels are decorat
 from triton.runtime import interpreter  # noqa: E402
 
 from lamp_ros.kernels import operators as ops  # noqa: E402  (after the switch)
-from lamp_ros.kernels import triton_expert, triton_kernels  # noqa: E402
+from lamp_ros.kernels import triton_attention, triton_expert_gemm  # noqa: E402
+from lamp_ros.kernels import triton_kernels  # noqa: E402
 from lamp_ros.kernels import triton_premade  # noqa: E402
 
 # Triton 3.6's interpreter turns a loop bound into an int with int(1-element array), which
@@ -113,7 +114,7 @@ def test_expert_gemms_match_the_reference(splits, swap):
     tiles = [64, 32, max(16, 32 // splits), 4, 2, splits, swap]
 
     def gemm(*args, **kwargs):
-        return triton_expert.expert_gemm(*args, counters=counters, **kwargs)
+        return triton_expert_gemm.expert_gemm(*args, counters=counters, **kwargs)
 
     cases = [
         (gemm(x, w, tiles, mod=mod, bias=bias, eps=1e-6),
@@ -152,17 +153,17 @@ def test_premade_gemms_match_the_reference(swap):
         torch.randn(64)
     residual = torch.randn(1, 50, 64)
     counters = torch.zeros(32, dtype=torch.int32)
-    x, xm, pieces = triton_expert.expert_gemm(a, wo, [64, 16, 32, 4, 2, 2, swap],
-                                              counters=counters, residual=residual, gate=gate,
-                                              mod_next=mod)
+    x, xm, pieces = triton_expert_gemm.expert_gemm(a, wo, [64, 16, 32, 4, 2, 2, swap],
+                                                   counters=counters, residual=residual,
+                                                   gate=gate, mod_next=mod)
     want = ops.gated_linear_prep(a, wo, residual, gate, mod, [64, 16, 32, 4, 2, 2, swap],
                                  counters)
     for got, ref in zip((x, xm, pieces), want):
         torch.testing.assert_close(got, ref, atol=3e-5, rtol=1e-6)
     assert pieces.shape == (4, 50)  # one piece per 16-column block
-    by_descriptor = triton_expert.expert_gemm(a, wo, [64, 16, 32, 4, 2, 2, swap, 0, 1],
-                                              counters=counters, residual=residual, gate=gate,
-                                              mod_next=mod)
+    by_descriptor = triton_expert_gemm.expert_gemm(a, wo, [64, 16, 32, 4, 2, 2, swap, 0, 1],
+                                                   counters=counters, residual=residual,
+                                                   gate=gate, mod_next=mod)
     assert all(torch.equal(got, ref) for got, ref in zip(by_descriptor, (x, xm, pieces)))
     xm2, pieces2 = triton_premade.norm_pieces(x, mod, 8)
     for got, ref in zip((xm2, pieces2), ops.norm_pieces(x, mod, 8)):
@@ -191,12 +192,12 @@ def test_expert_attention_matches_the_reference(tiles, n):
     mask[0, 2] = False  # a fully masked token: uniform over every key, as the eager code
     args = (qkv, k_prefix, v_prefix, angle.cos(), angle.sin(), mask, heads, d ** -0.5)
     want = ops.mqa_attention_reference(*args)
-    torch.testing.assert_close(triton_expert.mqa_attention(*args, tiles), want, atol=3e-5,
+    torch.testing.assert_close(triton_attention.mqa_attention(*args, tiles), want, atol=3e-5,
                                rtol=0)
     # the same mask as a view of a buffer with wider rows (a stride padded to 16 bytes)
     padded = torch.zeros(b, n, 96, dtype=torch.bool)
     padded[:, :, :prefix + n] = mask
-    got = triton_expert.mqa_attention(*args[:5], padded[:, :, :prefix + n], *args[6:], tiles)
+    got = triton_attention.mqa_attention(*args[:5], padded[:, :, :prefix + n], *args[6:], tiles)
     torch.testing.assert_close(got, want, atol=3e-5, rtol=0)
 
 
@@ -214,7 +215,7 @@ def test_premade_qkv_rotates_q_and_k_in_its_epilogue(swap):
     angle = torch.randn(1, n, d // 2)
     cos, sin = angle.cos(), angle.sin()
     xm, pieces = triton_premade.norm_pieces(x, mod, 8)
-    q_scale = d ** -0.5 * triton_expert.LOG2E
+    q_scale = d ** -0.5 * triton_attention.LOG2E
     for tiles in ([32, 32, 4, 2, swap], [16, 32, 4, 2, swap]):  # 1 and 2 programs a head
         got = triton_premade.premade_gemm(xm, pieces, w, bias, 1e-6, tiles,
                                           rope=(cos, sin, heads, q_scale))
@@ -228,8 +229,8 @@ def test_premade_qkv_rotates_q_and_k_in_its_epilogue(swap):
     plain = triton_premade.premade_gemm(xm, pieces, w, bias, 1e-6, [32, 32, 4, 2, swap])
     want = ops.mqa_attention_reference(plain, k_prefix, v_prefix, cos, sin, mask, heads,
                                        d ** -0.5)
-    got = triton_expert.mqa_attention_rotated(got, k_prefix, v_prefix, mask, heads,
-                                              1 / triton_expert.LOG2E, [16, 16, 32, 4, 2])
+    got = triton_attention.mqa_attention_rotated(got, k_prefix, v_prefix, mask, heads,
+                                                 1 / triton_attention.LOG2E, [16, 16, 32, 4, 2])
     torch.testing.assert_close(got, want, atol=3e-5, rtol=0)
 
 
@@ -245,7 +246,7 @@ def test_rotated_expert_attention_matches_the_reference(tiles, n):
     mask = torch.rand(b, n, prefix + n) > 0.3
     mask[0, 2] = False  # a fully masked token: uniform over every key, as the eager code
     args = (qkv, kv[:, :, 0], kv[:, :, 1], mask, heads, d ** -0.5)
-    torch.testing.assert_close(triton_expert.mqa_attention_rotated(*args, tiles),
+    torch.testing.assert_close(triton_attention.mqa_attention_rotated(*args, tiles),
                                ops.mqa_attention_rotated_reference(*args), atol=3e-5, rtol=0)
 
 
@@ -258,11 +259,11 @@ def test_prefix_flash_attention_matches_the_reference(tiles):
     mask = torch.rand(b, n, n) > 0.3
     mask[1, 5] = False  # a padding token's row: uniform, as the eager code
     args = (q, k, v, mask, heads, d ** -0.5)
-    got = triton_expert.mqa_flash(*args, tiles)
+    got = triton_attention.mqa_flash(*args, tiles)
     torch.testing.assert_close(got, ops.mqa_flash_reference(*args), atol=3e-5, rtol=0)
     torch.testing.assert_close(got[1, 5], v[1, :, 0].mean(0).repeat(heads), atol=3e-5, rtol=0)
     with pytest.raises(ValueError, match='packed heads'):
-        triton_expert.mqa_flash(q.transpose(1, 2), k, v, mask, heads, d ** -0.5, tiles)
+        triton_attention.mqa_flash(q.transpose(1, 2), k, v, mask, heads, d ** -0.5, tiles)
 
 
 def test_letterbox_kernel_makes_opencv_linear_exact_bytes():
@@ -306,5 +307,5 @@ def test_expert_attention_widens_prefix_keys_stored_narrower():
     angle = torch.randn(b, n, d // 2)
     mask = torch.rand(b, n, prefix + n) > 0.3
     args = (qkv, k_prefix, v_prefix, angle.cos(), angle.sin(), mask, heads, d ** -0.5)
-    torch.testing.assert_close(triton_expert.mqa_attention(*args, [16, 16, 16, 4, 1]),
+    torch.testing.assert_close(triton_attention.mqa_attention(*args, [16, 16, 16, 4, 1]),
                                ops.mqa_attention_reference(*args), atol=3e-5, rtol=0)

@@ -8,7 +8,7 @@ import torch
 from lamp_ros.policies.pi05.staged.expert_kernels import LIBRARY
 from lamp_ros.spec import load_spec
 from lamp_ros.kernels import tuning
-from lamp_ros.policies.pi05 import cuda_lowering as lowering
+from lamp_ros.policies.pi05.cuda import gemms
 from lamp_ros.policies.pi05.config import get_preset
 
 
@@ -52,7 +52,7 @@ def test_the_h200_cache_covers_pi05_full_with_current_candidates():
         f'prefix_attention {cfg.prefix_len}x{cfg.llm.num_heads}x{cfg.llm.head_dim}':
             tuning.flash_candidates(),
     }
-    # the qkv rotating q and k and the attention after it (lowering._choose_rope): each form's
+    # the qkv rotating q and k and the attention after it (expert_layers._choose_rope): each form's
     # tilings (the float32 reference checks them, untimed), then the pair as chosen or rotated
     attention = f'{rows}x{e.num_heads}x{e.head_dim} over {cfg.prefix_len}+{rows}'
     candidates[f'qkv_rope {rows}x{qkv}x{width}'] = tuning.rope_premade_candidates(
@@ -60,7 +60,7 @@ def test_the_h200_cache_covers_pi05_full_with_current_candidates():
     candidates[f'attention_rotated {attention}'] = tuning.attention_candidates(
         e.head_dim, rotated=True)
     candidates[f'rope_in_qkv {rows}x{qkv}x{width} + {attention}'] = [[0], [1]]
-    # the weight layouts of the vision's and prefix's plain linears (lowering.KN / NK)
+    # the weight layouts of the vision's and prefix's plain linears (gemms.KN / NK)
     v, llm = cfg.vision, cfg.llm
     patches, kv = len(cfg.camera_slots) * v.num_patches, 2 * llm.num_kv_heads * llm.head_dim
     for shape in (f'{patches}x{v.width}->{3 * v.width} +bias', f'{patches}x{v.width}->{v.width} '
@@ -68,8 +68,8 @@ def test_the_h200_cache_covers_pi05_full_with_current_candidates():
                   f'{cfg.prefix_len}x{llm.width}->{llm.num_heads * llm.head_dim + kv}',
                   f'{cfg.prefix_len}x{llm.width}->{kv}',
                   f'{cfg.prefix_len}x{llm.num_heads * llm.head_dim}->{llm.width}'):  # the o
-        candidates[f'linear {shape}'] = [lowering.NK, lowering.KN]
-    # their cuBLASLt algorithms (lowering.choose_gemm_algorithms), per shape in the layout
+        candidates[f'linear {shape}'] = [gemms.NK, gemms.KN]
+    # their cuBLASLt algorithms (gemms.choose_gemm_algorithms), per shape in the layout
     # chosen above and per row count: the vision's patches, the prefix's prompt lengths; the
     # candidates are torch's op and the heuristic's first GEMM_ALGORITHMS (as many as it gave)
     versions = {key.split()[0] for key in cache['tiles'] if key.startswith('cublaslt')}
@@ -77,10 +77,10 @@ def test_the_h200_cache_covers_pi05_full_with_current_candidates():
     (version,) = versions
     spec = load_spec('config/specs/pi05_full.yaml')
     prefix_rows = [cfg.image_tokens + n for n in [*spec.fusion['text_lengths'], cfg.max_token_len]]
-    algorithms = [lowering.TORCH_GEMM] + [[1, i] for i in range(lowering.GEMM_ALGORITHMS)]
+    algorithms = [gemms.TORCH_GEMM] + [[1, i] for i in range(gemms.GEMM_ALGORITHMS)]
     for shape in [key.removeprefix('linear ') for key in candidates if key.startswith('linear')]:
         counts, rest = shape.split('x', 1)
-        layout = ' (in, out)' if cache['tiles'][f'linear {shape}'] == lowering.KN else ''
+        layout = ' (in, out)' if cache['tiles'][f'linear {shape}'] == gemms.KN else ''
         for rows in prefix_rows if int(counts) == cfg.prefix_len else [int(counts)]:
             candidates[f'{version} linear {rows}x{rest}{layout}'] = algorithms
     assert set(cache['tiles']) == set(candidates)

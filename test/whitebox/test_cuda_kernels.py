@@ -2,7 +2,7 @@
 Chrome traces: a real one taken on the H200 (one whole inference of the pi05_full artifact,
 bench/results/h200_kernel_timeline/) and one taken here by the CPU profiler.
 
-The profiling itself (CudaGraphRunner.profile_kernels -> backends/kernel_trace.py) needs CUDA
+The profiling itself (CudaGraphRunner.profile_kernels -> backends/cuda/kernel_trace.py) needs CUDA
 and CUPTI, so it runs on the GPU machine only (scripts/device/profile_cuda_group.sh); what it
 writes is read here exactly as `lamp profile` reads it."""
 

@@ -9,7 +9,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from lamp_ros.kernels.rotary import rotate
+from lamp_ros.kernels.rotate_half import rotate
 from lamp_ros.policies.pi05.config import GemmaConfig
 
 

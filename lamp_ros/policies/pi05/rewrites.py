@@ -5,7 +5,7 @@ them for Pi05Policy."""
 import copy
 
 from lamp_ros.compiler.rewrites import Rewrites
-from lamp_ros.policies.pi05.cuda_lowering import use_kernels
+from lamp_ros.policies.pi05.cuda.lowering import use_kernels
 from lamp_ros.policies.pi05.passes import APPROXIMATE, PASSES
 from lamp_ros.policies.pi05.staged.lower import lower, stage_kind
 

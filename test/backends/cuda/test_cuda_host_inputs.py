@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from lamp_ros.backends.cuda import HostInputs
+from lamp_ros.backends.cuda.run_side import HostInputs
 
 SPECS = {'pixels': {'shape': [1, 3, 4, 4, 3], 'dtype': 'uint8'},
          'ids': {'shape': [1, 5], 'dtype': 'int64'},

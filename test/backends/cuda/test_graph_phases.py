@@ -1,4 +1,4 @@
-"""The cuda group's program in two phases (backends/graph_phases.py), on the CPU.
+"""The cuda group's program in two phases (backends/cuda/graph_phases.py), on the CPU.
 
 The program is the real one (conftest.py: pi05_tiny_cuda's cuda group, exported, saved and
 loaded). What needs a GPU, the two captured graphs and their shared memory pool, is not here
@@ -10,7 +10,7 @@ write them.
 
 import torch
 
-from lamp_ros.backends import graph_phases, stage_streams
+from lamp_ros.backends.cuda import graph_phases, stage_streams
 
 
 def _pixels(group):

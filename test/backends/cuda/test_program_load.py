@@ -1,11 +1,11 @@
-"""backends/program_load.py: the cuda runner's torch.export.load with the schema's type hints
+"""backends/cuda/program_load.py: the cuda runner's torch.export.load with the schema's type hints
 cached for the load gives the program torch.export.load gives, asking typing far less."""
 
 import typing
 
 import torch
 
-from lamp_ros.backends.program_load import load_program
+from lamp_ros.backends.cuda.program_load import load_program
 
 
 def _count_hints(monkeypatch) -> list:

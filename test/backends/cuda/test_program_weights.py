@@ -1,4 +1,4 @@
-"""The cuda program's weights once in the artifact (backends/program_weights.py), on the CPU:
+"""The cuda program's weights once in the artifact (backends/cuda/program_weights.py), on the CPU:
 a real torch.export program of two stages saved with its canonical tensors stripped, loaded,
 and bound from real safetensors files."""
 
@@ -9,8 +9,8 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from lamp_ros.backends import program_weights
-from lamp_ros.backends.program_load import load_program
+from lamp_ros.backends.cuda import program_weights
+from lamp_ros.backends.cuda.program_load import load_program
 
 
 class _Stage(torch.nn.Module):

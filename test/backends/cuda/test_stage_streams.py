@@ -1,4 +1,4 @@
-"""The cuda group's program on two streams (backends/stage_streams.py), on the CPU.
+"""The cuda group's program on two streams (backends/cuda/stage_streams.py), on the CPU.
 
 The program is the real one: pi05_tiny_cuda's plan, its cuda group (vision, prefix, denoise)
 with every pass and the lamp:: kernels (their CPU references), exported with torch.export as
@@ -12,7 +12,7 @@ schedule computes what the program computes.
 import pytest
 import torch
 
-from lamp_ros.backends import stage_streams
+from lamp_ros.backends.cuda import stage_streams
 
 aten = torch.ops.aten
 

@@ -11,12 +11,12 @@ import torch
 from lamp_ros.compiler.rewrites import run_passes
 from lamp_ros.policies.pi05.passes import PASS_NAMES
 from lamp_ros.policies.pi05.rewrites import REWRITES
-from lamp_ros.policies.pi05.staged.expert_kernels import LIBRARY, PARTS, PREMADE
+from lamp_ros.policies.pi05.staged.expert_kernels import ExpertKernels, LIBRARY, PARTS, PREMADE
 from lamp_ros.compiler.record_passes import stage_modules
 from lamp_ros.spec import BuildOptions, load_spec
 from lamp_ros.kernels import tuning
-from lamp_ros.policies.pi05 import cuda_lowering as lowering
-from lamp_ros.policies.pi05.cuda_lowering import bypassed_modules, use_kernels
+from lamp_ros.policies.pi05.cuda import choices, expert_layers, gemms, lowering
+from lamp_ros.policies.pi05.cuda.lowering import bypassed_modules, use_kernels
 from lamp_ros.policies.pi05.example import example_observation
 from lamp_ros.trace.from_spec import build_pipeline, trace_pipeline
 
@@ -88,8 +88,8 @@ def test_every_timed_form_of_an_expert_part_computes_what_its_library_form_does(
     stage = copy.deepcopy(passed['denoise'])
     layers = list(stage.layers)
     for layer in layers:
-        layer.expert_kernels = lowering.ExpertKernels(layer)
-    problems = lowering._tuning_problems(stage, layers)
+        layer.expert_kernels = ExpertKernels(layer)
+    problems = expert_layers._tuning_problems(stage, layers)
     assert set(problems) == set(PARTS)
     with torch.no_grad():
         for part, (_, candidates, launch) in problems.items():
@@ -167,13 +167,13 @@ def test_weights_stored_in_out_keep_the_outputs(optimised, monkeypatch):
 
     class EveryShapeChoseKN(dict):
         def get(self, key, default=None):
-            return {'tiles': lowering.KN, 'measured': [str(lowering.NK), str(lowering.KN)]}
+            return {'tiles': gemms.KN, 'measured': [str(gemms.NK), str(gemms.KN)]}
 
-    monkeypatch.setattr(lowering, '_tile_cache', lambda device: EveryShapeChoseKN())
+    monkeypatch.setattr(choices, 'tile_cache', lambda device: EveryShapeChoseKN())
     switched = {n: copy.deepcopy(passed[n]) for n in ('vision', 'prefix')}
     chosen = {}
     counts = use_kernels(switched, chosen)
-    sites = sum(len(lowering._layout_sites(passed[n])[1]) for n in ('vision', 'prefix'))
+    sites = sum(len(gemms._layout_sites(passed[n])[1]) for n in ('vision', 'prefix'))
     # and, once on the kernel path, the o of each prefix layer whose MLP norm adds its residual
     sites += sum(layer.defers_attention_residual for layer in switched['prefix'].layers)
     assert sites >= 3 * len(passed['vision'].blocks) + 1 and counts['kn_weights'] == sites, \
@@ -211,7 +211,7 @@ def test_a_warm_tile_cache_changes_the_evidence_not_the_choices(optimised, monke
             cached = {**cached, 'measured': [str(list(c)) for c in candidates]}
         return pick(candidates, launch, on_gpu, cached, **kwargs)
 
-    monkeypatch.setattr(lowering, '_tile_cache', lambda device: LeftByTheColdBuild())
+    monkeypatch.setattr(choices, 'tile_cache', lambda device: LeftByTheColdBuild())
     monkeypatch.setattr(tuning, 'pick', pick_with_every_candidate_timed)
     use_kernels(copy.deepcopy(passed), warm)
     assert cold and set(warm) == set(cold)
@@ -474,9 +474,9 @@ def test_expert_rope_in_qkv_keeps_the_outputs_and_exports(optimised, monkeypatch
     for layer in layers:
         layer.expert_kernels.tiles['qkv'] = _premade_tiles(layer, 'qkv')
     out = {}
-    lowering._choose_rope(stage, layers, {}, False, out, 'timed')
+    expert_layers._choose_rope(stage, layers, {}, False, out, 'timed')
     assert out == {} and not any(layer.expert_kernels.rope for layer in layers)
-    lowering._choose_rope(stage, layers, {}, False, out, 'always')
+    expert_layers._choose_rope(stage, layers, {}, False, out, 'always')
     w = layers[0].attn.in_proj.linears()[0].weight
     d = stage.cfg.expert.head_dim
     for layer in layers:
@@ -521,7 +521,7 @@ def test_a_rope_form_whose_every_tiling_fails_leaves_the_layers_as_chosen(
         raise RuntimeError('tuning: every candidate failed: {...}')
     monkeypatch.setattr(tuning, 'pick', refuse)
     out = {}
-    lowering._choose_rope(stage, stage.layers, {}, False, out, 'always')
+    expert_layers._choose_rope(stage, stage.layers, {}, False, out, 'always')
     assert [dict(layer.expert_kernels.tiles) for layer in stage.layers] == before
     assert not any(layer.expert_kernels.rotates_in_qkv() for layer in stage.layers)
     (key, record), = out.items()

@@ -302,7 +302,7 @@ def test_fp8_artifact_parity_and_lamp_diff(fp8_artifact, tiny_artifact):
 def test_patch_linear_is_the_convolution_at_the_full_patch_size():
     """14 x 14 x 3 patches (588 values, padded with zeros to 592 for aligned GEMM rows): the
     GEMM over unfolded channels-last pixels is the Conv2d on NCHW plus the position table."""
-    from lamp_ros.policies.pi05.staged.modules import PatchLinear
+    from lamp_ros.policies.pi05.staged.patch_linear import PatchLinear
     torch.manual_seed(0)
     conv = torch.nn.Conv2d(3, 16, 14, stride=14)
     pos = torch.randn(9, 16)

@@ -3,8 +3,8 @@ compiler in rewrites.py).
 
 Each pass is a pure function named for its effect: `pass(modules) -> (modules, PassResult)`,
 where modules maps a model node id to its stage module. It never changes the modules it is
-given (it lowers a deep copy into the passes' form, modules.py / stages.py) and hands back
-every stage it did not change as it was. The compiler runs the passes the spec switches on
+given (it lowers a deep copy into the passes' form, staged/) and hands back every stage it did
+not change as it was. The compiler runs the passes the spec switches on
 (`passes: {name: true}`) after tracing and before partitioning; parity then compares the
 optimised artifact with the unoptimised eager policy. Every pass but those in APPROXIMATE keeps
 the outputs to float rounding; an approximate one (FP8 numbers) is on only where a spec says so

@@ -14,7 +14,7 @@ casts the tables with the weights: cos/sin then round like the activations they 
 
 import torch
 
-from lamp_ros.policies.pi05.passes.base import rewrite
+from lamp_ros.policies.pi05.passes.stage_rewrite import rewrite
 from lamp_ros.policies.pi05.model import posemb_sincos
 
 

@@ -5,7 +5,7 @@ so each step adds the projection's output directly: one multiply less per step a
 a residual add that fits a GEMM epilogue.
 """
 
-from lamp_ros.policies.pi05.passes.base import rewrite
+from lamp_ros.policies.pi05.passes.stage_rewrite import rewrite
 
 
 def _fold(stage) -> dict:

@@ -11,8 +11,8 @@ post_attn_norm -> gate/up, vision norm1 -> q/k/v, norm2 -> fc1, post_norm -> pro
 
 from torch import nn
 
-from lamp_ros.policies.pi05.passes.base import rewrite
-from lamp_ros.policies.pi05.staged.modules import UnitLayerNorm, UnitRMSNorm
+from lamp_ros.policies.pi05.passes.stage_rewrite import rewrite
+from lamp_ros.policies.pi05.staged.norms import UnitLayerNorm, UnitRMSNorm
 from lamp_ros.policies.pi05.gemma import RMSNorm
 
 

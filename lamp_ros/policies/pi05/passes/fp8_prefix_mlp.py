@@ -24,7 +24,7 @@ spec that does states the parity it accepts. The details say how far the weights
 which GEMMs sum fast on the GPU.
 """
 
-from lamp_ros.policies.pi05.passes.base import rewrite
+from lamp_ros.policies.pi05.passes.stage_rewrite import rewrite
 from lamp_ros.kernels.linears import Fp8Linear
 
 

@@ -8,7 +8,7 @@ masked rows keep the eager code's uniform softmax. Rounding differs (fp32 logits
 kernel's accumulation here): parity, not bit equality.
 """
 
-from lamp_ros.policies.pi05.passes.base import rewrite
+from lamp_ros.policies.pi05.passes.stage_rewrite import rewrite
 
 
 def _stage(stage) -> dict:

@@ -5,8 +5,8 @@ GeGLU: one wider matmul instead of two or three narrow ones, the realtime-vla le
 merged weight is the row concatenation, so each output is the same dot product as before.
 """
 
-from lamp_ros.policies.pi05.passes.base import rewrite
-from lamp_ros.policies.pi05.staged.modules import FanOut, proj_name
+from lamp_ros.policies.pi05.passes.stage_rewrite import rewrite
+from lamp_ros.policies.pi05.staged.fan_out import FanOut, proj_name
 
 
 def _merge_all(stage) -> dict:

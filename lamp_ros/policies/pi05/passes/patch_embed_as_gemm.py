@@ -13,8 +13,8 @@ padded with zeros to 592 so that the GEMM's rows are 16-byte aligned (on the H20
 us; the unaligned GEMM 15.6; unfold, pad and aligned GEMM 11.9: `cublaslt_probe.py`).
 """
 
-from lamp_ros.policies.pi05.passes.base import rewrite
-from lamp_ros.policies.pi05.staged.modules import PatchLinear
+from lamp_ros.policies.pi05.passes.stage_rewrite import rewrite
+from lamp_ros.policies.pi05.staged.patch_linear import PatchLinear
 
 
 def _vision(stage) -> dict:

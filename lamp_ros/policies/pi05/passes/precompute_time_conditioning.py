@@ -9,8 +9,8 @@ is the same time, so they broadcast.
 
 import torch
 
-from lamp_ros.policies.pi05.passes.base import parameter_count, rewrite
-from lamp_ros.policies.pi05.staged.modules import StepAdaRMSNorm
+from lamp_ros.policies.pi05.passes.stage_rewrite import parameter_count, rewrite
+from lamp_ros.policies.pi05.staged.norms import StepAdaRMSNorm
 
 
 def _precompute(stage) -> dict:

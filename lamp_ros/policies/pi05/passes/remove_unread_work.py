@@ -7,7 +7,7 @@ from the exported program too; the pass states it in the graph and drops the dea
 the artifact (weights/prefix.safetensors), which an exporter cannot do.
 """
 
-from lamp_ros.policies.pi05.passes.base import parameter_count, rewrite
+from lamp_ros.policies.pi05.passes.stage_rewrite import parameter_count, rewrite
 
 
 def _prefix(stage) -> dict:

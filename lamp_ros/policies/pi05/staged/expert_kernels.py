@@ -2,8 +2,8 @@
 
 The expert runs its layers (18 in pi0.5) once per Euler step (10) on 50 rows, so each layer is
 a chain of small, weight-streaming kernels where launches and activation round trips cost as much
-as the math. A layer is five parts, each with a fused lamp kernel (kernels/triton_expert.py) and
-the library form it replaces:
+as the math. A layer is five parts, each with a fused lamp kernel
+(kernels/triton_expert_gemm.py, triton_attention.py) and the library form it replaces:
 
     part       fused kernel                                  library form
     qkv        lamp::ada_linear (adaRMS folded into GEMM)     lamp::rms_norm, cuBLAS GEMM
@@ -41,7 +41,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from lamp_ros.policies.pi05.staged.modules import StepAdaRMSNorm
+from lamp_ros.policies.pi05.staged.norms import StepAdaRMSNorm
 from lamp_ros.kernels import operators as kernel_ops
 
 PARTS = ('qkv', 'attention', 'o', 'gate_up', 'down')

@@ -1,12 +1,15 @@
-"""Lower the eager stage modules into the passes' form (modules.py, stages.py), weights shared.
+"""Lower the eager stage modules into the passes' form (layers.py, stages.py), weights shared.
 
 Lowering changes no number: the lowered stage runs the same ops on the same tensors (the tests
 check it bit for bit). It re-homes the eager submodules, so callers lower a deep copy when they
 mean to change it. A stage already lowered is returned as it is.
 """
 
-from lamp_ros.policies.pi05.staged.modules import (Attention, DecoderLayer, FanOut, GeGLU, Rotary,
-                                                   VisionBlock)
+from lamp_ros.policies.pi05.staged.attention import Attention
+from lamp_ros.policies.pi05.staged.fan_out import FanOut
+from lamp_ros.policies.pi05.staged.geglu import GeGLU
+from lamp_ros.policies.pi05.staged.layers import DecoderLayer, VisionBlock
+from lamp_ros.policies.pi05.staged.rotary import Rotary
 from lamp_ros.policies.pi05.staged.stages import ExpertStage, PrefixStage, VisionStage
 from lamp_ros.policies.pi05.model import ActionExpert, PrefixEncoder
 from lamp_ros.policies.pi05.siglip import VisionEncoder

@@ -15,7 +15,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from lamp_ros.policies.pi05.staged.modules import add_then_norm, PatchLinear
+from lamp_ros.policies.pi05.staged.norms import add_then_norm
+from lamp_ros.policies.pi05.staged.patch_linear import PatchLinear
 from lamp_ros.kernels import operators as kernel_ops
 from lamp_ros.policies.pi05.model import assemble_prefix, posemb_sincos, suffix_attention
 from lamp_ros.policies.pi05.siglip import to_model_range, VisionEncoder

@@ -8,8 +8,8 @@ robot node configures and once in every build. The schema's classes do not chang
 program loads, so the answers are kept for the length of one load, through a stand-in for the
 deserialiser module's `typing` name that caches `get_type_hints` and hands everything else to
 the real module. On the CPU the tiny cuda group's program loads 2.5x faster and the same
-(test/backends/test_program_load.py). Where torch's deserialiser does not read `typing` by that
-name (another torch version), the plain load runs.
+(test/backends/cuda/test_program_load.py). Where torch's deserialiser does not read `typing` by
+that name (another torch version), the plain load runs.
 """
 
 import threading

@@ -1,30 +1,26 @@
-"""CUDA backend (the H200 path): a torch.export program replayed as one CUDA graph.
+"""The cuda backend's run side: the group's exported program replayed as CUDA graphs.
 
-Compile side: the group's model stages, cast to the group precision and moved to the GPU,
-switched onto lamp_ros's own kernels where the graph passes put them in a form that has them
-(policies/pi05/cuda_lowering.py: fused RMSNorm, RoPE, GeGLU, residual adds in GEMM epilogues, and
-each part of an expert layer on a fused kernel or its library form, whichever this GPU ran faster,
-the choices recorded as `tiles`), are
-captured with torch.export and saved as a PT2 archive (graph JSON + raw weight bytes of the
-tensors the lowering made; the example inputs are dropped so the archive holds no pickled
-objects). It must be built on a CUDA
-machine: export records the device.
-Run side (needs torch with CUDA on the robot; CPU artifacts never load this module): load the
-program (after importing kernels/operators/, which registers the `lamp::` operators it names), bind
-the weights the build left out of it from weights/<node>.safetensors (the checksummed canonical
-copy; program_weights.py),
-allocate static input buffers once, warm up, and capture the group with its transfers in it:
-the inputs' copies from pinned host buffers, the program, the outputs' copies to pinned host
-buffers. A run fills the pinned inputs (numpy, on the CPU), replays, waits once, and reads the
-pinned outputs: no pageable copy that blocks the CPU per input, no launch outside the graphs.
+It needs torch with CUDA on the robot; CPU artifacts never load it. `load` reads the PT2 archive
+the compile side wrote (compile.py; its schema's type hints resolved as program_load.py does),
+after importing kernels/operators/, which registers the `lamp::` operators a policy's lowering
+may have put in it, and binds the weights the build left out of it from
+weights/<node>.safetensors (the checksummed canonical copy; program_weights.py).
+
+Why CUDA graphs with the transfers in them: static input buffers are allocated once, the
+program warmed up, and the group captured with its inputs' copies from pinned host buffers and
+its outputs' copies to pinned host buffers. A run fills the pinned inputs (numpy, on the CPU),
+replays, waits once, and reads the pinned outputs: no pageable copy that blocks the CPU per
+input, no launch outside the graphs.
+
 Two graphs sharing one memory pool when the group's first stage reads only inputs of its own
-(graph_phases.py): the vision encoder with the pixels' copy, then the rest, so that the runtime
-can `start` the first while its host stages still tokenise and sample (runtime/schedule.py),
-and `finish` with the rest; `run` does both. Stages the spec names in `fusion.side_stream` are
-captured from a second stream (stage_streams.py): the expert's first Euler step then runs next
-to the prefix.
-AOTInductor packages would be the natural format but crash at load on the H200 image
-(FIELD-NOTES), hence the exported program + CUDA graph.
+(graph_phases.py; a vision encoder and its pixels' copy, then the rest), so that the runtime can
+`start` the first while its host stages still run (runtime/schedule.py) and `finish` with the
+rest; `run` does both. Stages the spec names in `fusion.side_stream` are captured from a second
+stream (stage_streams.py), so that they run beside the stages they do not wait on. With prompt
+lengths (text_lengths.py) the graph after the first stage is captured once per length.
+
+AOTInductor packages would be the natural format but crashed at load on the GPU image this
+backend was built on, hence the exported program + CUDA graph.
 """
 
 import os
@@ -32,132 +28,10 @@ import os
 import numpy as np
 
 from lamp_ros.artifact.manifest import ArtifactError
-from lamp_ros.backends import graph_phases, program_weights, text_lengths
-from lamp_ros.backends.base import BackendUnavailable, GroupBuild
-from lamp_ros.backends.group_module import group_module
-from lamp_ros.backends.program_load import load_program
-
-NAME = 'cuda'
-TORCH_DTYPES = {'fp32': 'float32', 'bf16': 'bfloat16', 'fp16': 'float16'}
-
-
-def supports(node) -> tuple:
-    if node.kind != 'model':
-        return False, 'the CUDA backend runs model stages; host ops run on host'
-    return True, 'model stage exported with torch.export, replayed as one CUDA graph'
-
-
-def device_for(target: str) -> str:
-    return 'cuda:0'
-
-
-def _torch_cuda():
-    try:
-        import torch
-    except ImportError as exc:
-        raise BackendUnavailable(f'the cuda backend needs torch ({exc})') from exc
-    if not torch.cuda.is_available():
-        raise BackendUnavailable('torch reports no CUDA device')
-    return torch
-
-
-def _cast_inputs(torch, tensors, dtype):
-    return [t.to(dtype) if t.is_floating_point() else t for t in tensors]
-
-
-def compile(ctx) -> GroupBuild:
-    import copy
-    torch = _torch_cuda()
-    dtype = getattr(torch, TORCH_DTYPES[ctx.group.precision])
-    from lamp_ros.kernels import tuning
-    modules = {n: copy.deepcopy(m).to('cuda', dtype) for n, m in ctx.modules.items()
-               if n in ctx.group.nodes}
-    axis = text_lengths.text_axis(ctx.graph, ctx.group, ctx.example, ctx.text_lengths)
-    tiles = {}
-    kernels = ctx.lowering(modules, tiles, axis.lengths if axis else (), ctx.options,
-                           ctx.measure_tiles) if ctx.lowering else {}
-    if kernels:
-        ctx.say(f'{ctx.group.name}: lamp kernels ' +
-                ', '.join(f'{k} x{v}' for k, v in sorted(kernels.items())))
-    module = group_module(ctx.graph, ctx.group, modules)
-    args = [torch.as_tensor(np.asarray(_host(ctx.example[v]))).to('cuda')
-            for v in ctx.group.inputs]
-    args = _cast_inputs(torch, args, dtype)
-    ctx.say(f'{ctx.group.name}: torch.export on cuda ({ctx.group.precision})' +
-            (f', prompt lengths {list(axis.lengths)}' if axis else ''))
-    with torch.no_grad():
-        program = torch.export.export(
-            module, tuple(args), strict=False,
-            dynamic_shapes=text_lengths.dynamic_shapes(axis, ctx.group.inputs) if axis else None)
-    if axis:
-        shapes = text_lengths.program_output_shapes(program)
-        text_lengths.refuse_length_dependent_outputs(ctx.group.name,
-                                                     dict(zip(ctx.group.outputs, shapes)))
-    program._example_inputs = None  # keep the archive free of pickled objects
-    canonical = program_weights.strip(
-        program, {n: m.state_dict() for n, m in ctx.modules.items() if n in ctx.group.nodes})
-    ctx.say(f'{ctx.group.name}: {sum(map(len, canonical.values()))} of '
-            f'{len(program.state_dict)} program tensors read from weights/*.safetensors at load')
-    streams = _stream_schedule(ctx.group, program)
-    rel = f'groups/{ctx.group.name}/program.pt2'
-    os.makedirs(os.path.join(ctx.root, os.path.dirname(rel)), exist_ok=True)
-    torch.export.save(program, os.path.join(ctx.root, rel))
-    io = {v: {'dtype': str(a.dtype).removeprefix('torch.'), 'shape': list(a.shape)}
-          for v, a in zip(ctx.group.inputs, args)}
-    for v in _frame_inputs(ctx.graph, ctx.group):
-        io[v]['frame'] = True
-    choices, tuning_evidence = tuning.split_record(tiles)
-    return GroupBuild(files=(rel,), metadata={'program': rel, 'inputs': io,
-                                              'torch': torch.__version__, 'kernels': kernels,
-                                              'tiles': choices, 'streams': streams,
-                                              'text': axis.to_dict() if axis else None,
-                                              'cublaslt': _stored_algorithms(modules),
-                                              'canonical_weights': canonical},
-                      evidence={'tuning': tuning_evidence})
-
-
-def _frame_inputs(graph, group) -> tuple:
-    """The group's inputs that are camera frames in fixed-size buffers (the vision stage's,
-    compiler/device_letterbox.py): HostInputs copies a frame of any size up to its buffer's."""
-    return tuple(v for n in group.nodes
-                 for v in graph.node(n).attrs.get('letterbox', {}).get('frames', {})
-                 if v in group.inputs)
-
-
-def _stored_algorithms(modules) -> dict | None:
-    """plan.json's record of the GEMMs on stored cuBLASLt algorithms (LtLinear): where they
-    were measured (the only library version and GPU they run on) and, per row count, how many
-    linears have one; None without any."""
-    from lamp_ros.kernels.linears import LtLinear
-    stored = [m for stage in modules.values() for m in stage.modules()
-              if isinstance(m, LtLinear)]
-    if not stored:
-        return None
-    rows = {}
-    for m in stored:
-        for r in m.rows:
-            rows[str(r)] = rows.get(str(r), 0) + 1
-    return {'cublaslt': stored[0].cublaslt, 'gpu': stored[0].gpu, 'linears': len(stored),
-            'rows': dict(sorted(rows.items(), key=lambda kv: int(kv[0])))}
-
-
-def _stream_schedule(group, program) -> dict | None:
-    """plan.json's view of the two-stream capture the runner will make of this program (the
-    same preparation on a copy of its graph), or None with no side stages; a side stage with no
-    operator in the program is refused at build rather than captured as an empty stream."""
-    if not group.side_stages:
-        return None
-    from lamp_ros.backends import stage_streams
-    module = program.module()
-    graph_phases.defer_size_reads(module.graph)  # as the runner prepares it (prepare recompiles)
-    return stage_streams.prepare(module, group.side_stages).summary()
-
-
-def _host(value):
-    if type(value).__module__.startswith('torch'):
-        return value.detach().float().cpu().numpy() if value.is_floating_point() \
-            else value.detach().cpu().numpy()
-    return value
+from lamp_ros.backends import text_lengths
+from lamp_ros.backends.cuda import graph_phases, program_weights
+from lamp_ros.backends.cuda.program_load import load_program
+from lamp_ros.backends.cuda.torch_cuda import torch_cuda
 
 
 class HostInputs:
@@ -242,9 +116,9 @@ class CudaGraphRunner:
 
     def __init__(self, group, root: str, device: str, side_stages=None,
                  side_priority: int = -1, first_stage_inputs=None):
-        torch = _torch_cuda()
+        torch = torch_cuda()
         import lamp_ros.kernels.operators  # noqa: F401  (registers the lamp:: operators)
-        from lamp_ros.backends import stage_streams
+        from lamp_ros.backends.cuda import stage_streams
         self.torch = torch
         torch.backends.cudnn.allow_tf32 = False  # fp32 groups keep fp32 parity
         torch.backends.cuda.matmul.allow_tf32 = False

@@ -19,7 +19,7 @@ graph's input copies and what the capture stream does after them).
 
 from dataclasses import dataclass
 
-from lamp_ros.backends.stage_streams import node_stage
+from lamp_ros.backends.cuda.stage_streams import node_stage
 
 CHECK_MODULES = ('_guards_fn',)  # torch.export's input-shape checks: host-side, read every input
 

@@ -23,8 +23,6 @@ hold, or holds in another shape, and a placeholder left unbound are refused with
 
 import os
 
-from safetensors.torch import load_file
-
 STAGE_PREFIX = 'stages.'  # group_module's ModuleDict: state keys 'stages.<node>.<name>'
 
 
@@ -65,6 +63,7 @@ def bind(module, stripped: dict, weights_dir: str, device) -> int:
     (second loads of a process, two processes each way; bench/results/h200_weights_once/
     load_rss.txt): a robot's configure time was the aim, so the files are read whole."""
     import torch
+    from safetensors.torch import load_file  # imports torch: inside, as `import torch` is
     state = module.state_dict(keep_vars=True)
     unknown = [f'{STAGE_PREFIX}{node}.{name}' for node, names in stripped.items()
                for name in names if f'{STAGE_PREFIX}{node}.{name}' not in state]
