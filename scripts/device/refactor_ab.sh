@@ -7,8 +7,10 @@
 # is built by each code from its own copy of the spec; `lamp diff` names what differs between
 # the two artifacts, and scripts/device/artifact_ab.py times them in turns in one process (the
 # current runtime loads both) and compares their actions. Results go to $OUT (or ./out); the
-# builds' logs keep their last lines.
+# builds' logs keep their last lines. DEADLINE_S (seconds from the start; set it ~20 s under
+# the call's limit) stops the timing in time for its finished turns (ab.txt) to come back.
 set -euo pipefail
+script_start=$(date +%s)
 base="$(realpath "${BASE:?set BASE to the folder with the older code}")"
 spec="${SPEC:-config/specs/pi05_full.yaml}"
 out="$(realpath -m "${OUT:-out}")"
@@ -27,5 +29,6 @@ cp /tmp/ab_base/evidence/parity.json "$out/parity_base.json"
 cp /tmp/ab_new/evidence/parity.json "$out/parity_new.json"
 export PYTHONPATH="$PWD"
 python3 -m lamp_ros.cli diff /tmp/ab_base /tmp/ab_new > "$out/diff.txt" 2>&1 || true
-python3 scripts/device/artifact_ab.py /tmp/ab_base /tmp/ab_new --out "$out/ab.json" 2>&1 \
-  | tail -n 30 | tee "$out/ab.txt"
+left=$(( ${DEADLINE_S:-86400} - ($(date +%s) - script_start) ))
+timeout "$(( left > 1 ? left : 1 ))" python3 scripts/device/artifact_ab.py /tmp/ab_base \
+  /tmp/ab_new --out "$out/ab.json" 2>&1 | tee "$out/ab.txt"
