@@ -82,7 +82,7 @@ def _run(args) -> int:
 def _bench(args) -> int:
     import json
 
-    from lamp_ros.bench import bench_artifact
+    from lamp_ros.artifact_bench import bench_artifact
     result = bench_artifact(args.artifact, runs=args.runs)
     if args.json:
         print(json.dumps(result, indent=1))
