@@ -1,9 +1,10 @@
 """manifest.json: schema version, identity, target, ABI and every file with its sha256.
 
 A file of more than PIECE_BYTES has a sha256 per piece of that size instead of one for the whole
-file (schema 2): one digest is a sequential computation, so a 4.8 GB safetensors file took 4 s
-of every load and of every build's manifests on one core, while its pieces are checked on all
-of them. Schema 1 manifests (one sha256 per file) are still read.
+file (schema 2): one digest is a sequential computation, so a safetensors file of several GB
+held every load and every build's manifests on one core for seconds, while its pieces are
+checked on all of them (docs/notebook/). Schema 1 manifests (one sha256 per file) are still
+read.
 
 The artifact id is the sha256 of the canonical manifest (without the id itself), so it changes
 exactly when a file that decides behaviour, the target, the ABI or the tool versions change.

@@ -1,8 +1,8 @@
 """ONNX Runtime backend: model groups exported to ONNX, weights bound from safetensors.
 
-Compile side: the group's model stages are wrapped in one module that runs them in graph order
-and exported with torch.onnx (the TorchScript exporter: 7 s instead of 76 s for the dynamo
-exporter on pi05_tiny, same parity), without constant folding so that every weight stays a
+Compile side: the group's model stages are wrapped in one module that runs them in graph order and
+exported with torch.onnx (the TorchScript exporter: about ten times faster than the dynamo exporter
+on pi05_tiny, same parity; docs/notebook/), without constant folding so that every weight stays a
 named initializer. The weights live once, in weights/<node>.safetensors: each initializer in the
 ONNX file becomes external data pointing at its bytes inside that safetensors file (location,
 offset, length), so the pair is also a valid ONNX model with external data for other tools.
@@ -10,8 +10,8 @@ Precision: fp32, or fp16 (ONNX Runtime's CPU provider runs the tiny model in fp1
 fallback casts where a kernel is missing); the group casts at its boundary, and the fp16 weights,
 being derived data, go to groups/<name>/weights.fp16.safetensors.
 Prompt lengths (spec `fusion.text_lengths`, backends/text_lengths.py): the group is exported
-once more for each listed length, static like the full one (a dynamic ONNX axis cost 1.2-2 ms
-a call on pi05_tiny at every length: shape arithmetic ORT folds away when the shapes are
+once more for each listed length, static like the full one (a dynamic ONNX axis made every
+call on pi05_tiny slower at every length: shape arithmetic ORT folds away when the shapes are
 fixed); the build runs each length's session against the full one (plan.json
 `build.text_check`), and each run takes the session of the shortest length that holds the
 prompt, the token inputs cut as views: pi05_tiny's example prompt (52 of 96 tokens) runs at 64.

@@ -1,11 +1,11 @@
 """device_letterbox: the cameras' resize-with-pad moved from the host into the vision stage.
 
-Why: the host cannot start the GPU before every camera is letterboxed (OpenCV, 0.2-0.5 ms a
-640x480 frame on one core), and the letterboxed pixels are then copied twice more on the host
-(the stack of cameras, the pinned buffer). With this rewrite the host copies each frame once,
-as it came, into the pinned buffer the GPU reads, and the vision stage makes the pixels as its
-first operator (`lamp::letterbox`, one small kernel per camera) from tables the host works out
-once per frame size (ops/letterbox.py).
+Why: the host cannot start the GPU before every camera is letterboxed (OpenCV on one core, a
+fraction of a millisecond a frame; bench/host_pixels.py times it), and the letterboxed pixels are
+then copied twice more on the host (the stack of cameras, the pinned buffer). With this rewrite the
+host copies each frame once, as it came, into the pinned buffer the GPU reads, and the vision stage
+makes the pixels as its first operator (`lamp::letterbox`, one small kernel per camera) from tables
+the host works out once per frame size (ops/letterbox.py).
 
 What changes in the graph (graph.json; `lamp diff` shows it node by node):
 

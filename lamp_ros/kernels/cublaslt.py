@@ -2,23 +2,23 @@
 and timeable, where torch runs only the first; `lamp::lt_linear` (kernels/operators/) replays the
 one a build measured fastest.
 
-Why the artifact has it: at the 64-token prompt graph's 832 rows the heuristic's first pick for
-the prefix's o GEMM (2048 -> 2048) took 18.3 us on the H200 against 13.6 for its second, the
-same numbers (scripts/device/cublaslt_probe.py --prefix-rows, bench/results/h200_prefix_rows/);
-elsewhere its first pick is within 0-1.2 us of the fastest (bench/results/h200_cublaslt/). So
-the cuda lowering times the heuristic's candidates per GEMM shape and row count
-(policies/pi05/cuda/gemms.py: choose_gemm_algorithms) and stores a winner that beats torch's op
-as its 64 opaque bytes. Those bytes mean something only to the cuBLASLt version and the GPU that
-returned them (`identity`): the operator runs them only there, and torch's op anywhere else.
+Why the artifact has it: the heuristic's first pick is not always the fastest. At the 64-token
+prompt graph's 832 rows its first pick for the prefix's o GEMM (2048 -> 2048) was clearly slower
+than its second, with the same numbers; elsewhere its first pick was at or near the fastest (the
+timings are in docs/notebook/). So the cuda lowering times the heuristic's candidates per GEMM
+shape and row count (policies/pi05/cuda/gemms.py: choose_gemm_algorithms) and stores a winner that
+beats torch's op as its 64 opaque bytes. Those bytes mean something only to the cuBLASLt version
+and the GPU that returned them (`identity`): the operator runs them only there, and torch's op
+anywhere else.
 
-What it covers: y = x @ W^T (W stored (N, K) as nn.Linear keeps it, or (K, N)), an optional
-bias or GELU(tanh)+bias epilogue, an optional residual (beta = 1), bf16 in and out with float32
-sums; and FP8 (e4m3) x and W with one float32 scale per row of each (cuBLASLt's outer-vector
-scaling, Hopper and later) or one scale each (scalar scaling, for which the heuristic offers more
-than one algorithm: the row scales are powers of two, so a reader can apply them afterwards bit
-for bit, bench/results/h200_fp8_scaling/) and bf16 out; the FP8 and residual forms are the
-probe's alone. The library is the one torch loaded, so there is one cuBLASLt in the process and
-its kernels are captured into CUDA graphs like torch's own.
+What it covers: y = x @ W^T (W stored (N, K) as nn.Linear keeps it, or (K, N)), an optional bias or
+GELU(tanh)+bias epilogue, an optional residual (beta = 1), bf16 in and out with float32 sums; and
+FP8 (e4m3) x and W with one float32 scale per row of each (cuBLASLt's outer-vector scaling, Hopper
+and later) or one scale each (scalar scaling, for which the heuristic offers more than one
+algorithm: the row scales are powers of two, so a reader can apply them afterwards bit for bit;
+docs/notebook/) and bf16 out; no stage uses the FP8 and residual forms (the probes that did were
+removed). The library is the one torch loaded, so there is one cuBLASLt in the process and its
+kernels are captured into CUDA graphs like torch's own.
 """
 
 import ctypes

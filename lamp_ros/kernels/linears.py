@@ -82,13 +82,13 @@ class Fp8Linear(nn.Module):
 
 
 class KNLinear(nn.Module):
-    """A linear whose weight is stored (in, out), contiguous: x @ Wt + b is then a plain "NN"
-    GEMM for cuBLAS, where nn.Linear's (out, in) weight makes it "TN". cuBLAS picks its kernel
-    by layout as well as by shape: on the H200 the vision's fc2 (768 x 4304 -> 1152) ran 20.2 us
-    as nn.Linear and 15.9 us so, while its qkv lost 1.3 us (scripts/device/gemm_layout_probe.py).
-    So the cuda lowering measures both layouts per GEMM shape on the build GPU and stores each
-    weight the faster way (policies/pi05/cuda/gemms.py: choose_weight_layouts). The same
-    products and sums; cuBLAS may add them in another order."""
+    """A linear whose weight is stored (in, out), contiguous: x @ Wt + b is then a plain "NN" GEMM
+    for cuBLAS, where nn.Linear's (out, in) weight makes it "TN". cuBLAS picks its kernel by layout
+    as well as by shape: the vision's fc2 (768 x 4304 -> 1152) ran faster stored (in, out) than as
+    nn.Linear, while its qkv ran slower (docs/notebook/). So the cuda lowering measures both
+    layouts per GEMM shape on the build GPU and stores each weight the faster way
+    (policies/pi05/cuda/gemms.py: choose_weight_layouts). The same products and sums; cuBLAS may
+    add them in another order."""
 
     def __init__(self, linear: nn.Linear):
         super().__init__()
@@ -105,14 +105,13 @@ class KNLinear(nn.Module):
 
 
 class LtLinear(nn.Module):
-    """A plain linear (nn.Linear or KNLinear, its weight kept as it was stored) whose GEMM runs
-    on the cuBLASLt algorithm the build GPU measured fastest at each row count it will see
+    """A plain linear (nn.Linear or KNLinear, its weight kept as it was stored) whose GEMM runs on
+    the cuBLASLt algorithm the build GPU measured fastest at each row count it will see
     (`lamp::lt_linear`; policies/pi05/cuda/gemms.py: choose_gemm_algorithms). At the prefix's
-    64-token
-    graph (832 rows) cuBLASLt's heuristic, which torch follows, picks a kernel for o that took
-    18.3 us on the H200 where its second algorithm took 13.6, the same numbers. `algorithms`
-    is {rows: cublaslt.Algorithm}; `built_for` the cuBLASLt version and GPU name they were
-    measured on: elsewhere, and at other row counts, the operator is torch's op."""
+    64-token graph (832 rows) cuBLASLt's heuristic, which torch follows, picks a kernel for o that
+    was clearly slower than its second algorithm, the same numbers (docs/notebook/). `algorithms`
+    is {rows: cublaslt.Algorithm}; `built_for` the cuBLASLt version and GPU name they were measured
+    on: elsewhere, and at other row counts, the operator is torch's op."""
 
     def __init__(self, linear: nn.Module, algorithms: dict, built_for: dict):
         super().__init__()

@@ -63,9 +63,8 @@ def _mqa_kernel(q_ptr, kp_ptr, vp_ptr, cos_ptr, sin_ptr, mask_ptr, m_ptr, l_ptr,
     their own). OWN 0: q is already rotated and every key is in kp/vp (the prefix). With one
     split the program normalises and writes its rows; with more, each split leaves (max, sum,
     output) for `_mqa_combine_kernel`, as flash-decoding does. (Rotating a 64-key block of own
-    keys holds four float32 (keys, d/2) tiles at once: 255 registers a thread and 58 spilled
-    on the H200. Rotating 16 keys at a time removed the spills but made the kernel slower,
-    16.8 -> 19.4 us: four serial blocks.)"""
+    keys holds four float32 (keys, d/2) tiles at once, so registers spill. Rotating 16 keys at
+    a time removed the spills but made the kernel slower: four serial blocks; docs/notebook/.)"""
     _grid_dependency(PDL, 1)
     pid = tl.program_id(0)
     split = tl.program_id(1)
@@ -88,8 +87,8 @@ def _mqa_kernel(q_ptr, kp_ptr, vp_ptr, cos_ptr, sin_ptr, mask_ptr, m_ptr, l_ptr,
         q1, q2 = q1 * c - q2 * s_, q2 * c + q1 * s_
     q1, q2 = (q1 * qk_scale).to(dtype), (q2 * qk_scale).to(dtype)  # log2 units
     # the mask's row: prefix keys[, then the action tokens], read at the strides given (a view
-    # of a wider or broadcast buffer needs no copy; rows padded to 16 bytes timed the same on
-    # the H200: attention_probe.py's expert_attention_mask_stride)
+    # of a wider or broadcast buffer needs no copy; rows padded to 16 bytes timed the same:
+    # docs/notebook/)
     mask_row = mask_ptr + b * stride_m_b + t[:, None] * stride_m_t
     m_i = tl.full((BM,), float('-inf'), dtype=tl.float32)
     l_i = tl.zeros((BM,), dtype=tl.float32)
@@ -113,7 +112,7 @@ def _mqa_kernel(q_ptr, kp_ptr, vp_ptr, cos_ptr, sin_ptr, mask_ptr, m_ptr, l_ptr,
             else:
                 k_at = kp_ptr + b * stride_kp_b + keys[:, None] * stride_kp_t + d[None, :]
                 v_at = vp_ptr + b * stride_vp_b + keys[:, None] * stride_vp_t + d[None, :]
-            # (.to: prefix K/V stored narrower than q, e.g. FP8 in attention_probe.py's
+            # (.to: prefix K/V stored narrower than q, e.g. FP8 as tried in the notebook's
             # 'expert_attention_keys', widen in registers; a no-op at q's own dtype)
             k1 = tl.load(k_at, mask=key_ok[:, None], other=0.0).to(dtype)
             k2 = tl.load(k_at + HALF, mask=key_ok[:, None], other=0.0).to(dtype)
@@ -162,8 +161,8 @@ def _mqa_kernel(q_ptr, kp_ptr, vp_ptr, cos_ptr, sin_ptr, mask_ptr, m_ptr, l_ptr,
 def _mqa_combine_kernel(m_ptr, l_ptr, acc_ptr, out_ptr, rows_total, splits,
                         SPLITS: tl.constexpr, D: tl.constexpr, PDL: tl.constexpr = 0):
     """Merge the key slices of one query row (flash-decoding): one program per row, so the
-    merge is parallel (the last slice merging its row block in `_mqa_kernel` instead ran 9 us
-    longer on the H200: a serial chain of loads)."""
+    merge is parallel (the last slice merging its row block in `_mqa_kernel` instead ran
+    longer: a serial chain of loads)."""
     _grid_dependency(PDL, 1)
     pid = tl.program_id(0)
     b = pid // rows_total

@@ -154,19 +154,19 @@ def expert_gemm(x, weight, tiles, *, counters=None, weight2=None, mod=None, bias
                 bias2=None, residual=None, gate=None, eps=0.0, mod_next=None):
     """One launch of `_expert_gemm_kernel` over x (..., K) -> (..., N); see the module doc.
 
-    tiles = (block_m, block_n, block_k, warps, stages, splits, swap): block_m rows of x by
-    block_n rows of the weight per program. With splits > 1, K is cut into that many slices, one
-    program each, and `counters` (int32 zeros, one per output tile; left zero again by the
-    kernel) tells the last slice of a tile to finish. swap = 1 computes the block transposed
-    (W_block @ x_block^T, the weight as the MMA's M side): at 50 rows a 64-128-row weight block
-    then costs fewer re-reads of x per weight byte than 16-32 columns of W with x as M. (On the
-    H200 this helped the norm-fused parts by 13-20% and lost every part to cuBLAS or the
-    unswapped tilings: the tuner decides.) An optional eighth value turns on programmatic
-    dependent launch (triton_kernels.grid_dependency: 1 or 2; 0 or absent: off), and an
-    optional ninth, 1, loads x and the (first) weight by tensor descriptor (TMA: the copy
-    engine moves each (block, block_k) box, zero-filling rows past the end) instead of pointer
-    loads: the same numbers bit for bit, and on the H200 0.7 us a layer less for o and down
-    together in one Euler step (scripts/device/expert_chain.py, 'tmagemm'; Hopper and later).
+    tiles = (block_m, block_n, block_k, warps, stages, splits, swap): block_m rows of x by block_n
+    rows of the weight per program. With splits > 1, K is cut into that many slices, one program
+    each, and `counters` (int32 zeros, one per output tile; left zero again by the kernel) tells
+    the last slice of a tile to finish. swap = 1 computes the block transposed (W_block @
+    x_block^T, the weight as the MMA's M side): at 50 rows a 64-128-row weight block then costs
+    fewer re-reads of x per weight byte than 16-32 columns of W with x as M. (It helped the
+    norm-fused parts but lost every part to cuBLAS or the unswapped tilings: the tuner decides;
+    docs/notebook/.) An optional eighth value turns on programmatic dependent launch
+    (triton_kernels.grid_dependency: 1 or 2; 0 or absent: off), and an optional ninth, 1, loads x
+    and the (first) weight by tensor descriptor (TMA: the copy engine moves each (block, block_k)
+    box, zero-filling rows past the end) instead of pointer loads: the same numbers bit for bit,
+    and a little faster for o and down together in one Euler step (docs/notebook/, 'tmagemm';
+    Hopper and later).
 
     With mod_next (float32 (N,)), the epilogue also makes what the next adaRMS-normed GEMM
     on descriptor loads reads (triton_premade.premade_gemm): returns (y, y * mod_next rounded

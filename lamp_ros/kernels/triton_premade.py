@@ -5,23 +5,23 @@ An adaRMS norm before a linear is linear in x once rstd(x) is known:
     norm(x) @ W^T = rstd(x) * ((x * mod) @ W^T) + shift @ W^T
 
 `lamp::ada_linear` (triton_expert_gemm) makes x * mod and the sum of squares in its K loop, so
-every activation tile goes from shared memory to registers and back before the MMA reads it: on the
-H200 that prologue cost 2.9 us of its 8.9 at the expert's qkv, and it lost to an rms_norm kernel
-plus cuBLAS. Here the kernel that writes x (the gated GEMM before: o for the MLP's norm, the
+every activation tile goes from shared memory to registers and back before the MMA reads it: at the
+expert's qkv that prologue cost about a third of the kernel's time, and it lost to an rms_norm
+kernel plus cuBLAS. Here the kernel that writes x (the gated GEMM before: o for the MLP's norm, the
 previous layer's down for the attention's; `norm_pieces` for the first layer) also writes x * mod
 and each row's sum of squares in pieces (one per column block, summed here in a fixed order, so the
 result does not depend on timing), and this GEMM is a plain stream: weight and activation tiles by
 tensor descriptor (TMA: one bulk copy each a pipeline stage), straight into the MMA, rstd, the bias
-and the GeGLU in the epilogue (`scripts/device/tma_gemm_probe.py`: qkv 5.9 us against 8.35 for norm
-+ cuBLAS, gate/up 8.9 against 12.1 for norm + cuBLAS + GeGLU).
+and the GeGLU in the epilogue, faster than norm + cuBLAS at qkv and than norm + cuBLAS + GeGLU at
+gate/up (docs/notebook/).
 
 tiles = (block_w, block_k, warps, stages, swap[, pdl]): block_w weight rows a program, all of
 K, the action tokens (<= 64) as one block; swap puts the weight block on the MMA's M side.
 
-The qkv GEMM may also rotate q and k (RoPE) and scale q in its epilogue (`rope=`): a program
-then takes the same block_w / 2 dims of both halves of one head, so each output meets its
-rotation partner in the accumulator, and the attention reads q and k as they are (on the H200
-qkv 4.90 -> 5.13 us, the attention 13.14 -> 11.23: bench/results/h200_rope_qkv/).
+The qkv GEMM may also rotate q and k (RoPE) and scale q in its epilogue (`rope=`): a program then
+takes the same block_w / 2 dims of both halves of one head, so each output meets its rotation
+partner in the accumulator, and the attention reads q and k as they are (the qkv GEMM a little
+slower, the attention faster by more: docs/notebook/).
 """
 
 import torch

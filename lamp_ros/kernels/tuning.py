@@ -11,8 +11,8 @@ the GPU each candidate's output is first checked against a reference form's (the
 `pick(reference=)`): a tiling a kernel gets wrong is refused, not timed.
 
 A candidate is timed as the Euler step runs it: one launch calls the kernel once per layer, each
-on its own weights, so they stream from HBM (TIMING). Measuring every candidate costs about a
-minute of a build on the H200, so the choices a build measured are kept per GPU model in
+on its own weights, so they stream from HBM (TIMING). Measuring every candidate costs on the
+order of a minute of a build, so the choices a build measured are kept per GPU model in
 kernels/tiles/<gpu>.json (with every candidate's time) and reused when the GPU, part and shape
 match and every current candidate was among those timed, the same way (a candidate added later
 gets measured); `lamp compile --measure-tiles` measures anyway.
@@ -33,26 +33,23 @@ SWAPPED_TILES = ((64, 128, 4, 4), (128, 128, 4, 3))
 SWAPPED_SPLITS = (1, 2, 4, 8, 16)
 SMS = 132  # H200; split-K candidates aim at one to four waves of programs
 # (block_w, block_k, warps, stages, swap) of the normed GEMMs as plain streams on descriptor
-# loads (triton_premade.py): the front-runners of scripts/device/tma_gemm_probe.py on the H200
-# (16-row blocks, twice the programs, lost at 6-8 stages: qkv 8.1 us against 4.8, gate_up 11.0
-# against 7.4; bench/results/h200_tile_candidates/)
+# loads (triton_premade.py): the front-runners of their timings on the H200 (16-row blocks,
+# twice the programs, lost clearly at 6-8 stages; docs/notebook/)
 PREMADE_TILES = ((32, 128, 4, 4, 0), (32, 128, 4, 6, 0), (64, 128, 4, 4, 1), (64, 128, 4, 6, 1),
                  (64, 64, 4, 8, 1))
 SHARED_MEMORY = 220 * 1024  # what a program's pipeline stages may take (the H200 has 227 KB)
 # (block_m, block_n, keys_per_split, warps, stages): a split holds 1-8 key blocks; 64-row
 # blocks at 3 stages exceed the 227 KB of shared memory (one key block per split, 16-64 rows,
-# lost on the H200: 15-19 us against 13.0; tile cache). Two stages pay off only with 4+ blocks
-# a split: per call, K/V strided as the artifact reads them (expert_chain.py, H200), 256 keys a
-# split 14.7 us at one stage and 12.7 at two, 128 keys 13.1 at one and 15.9 at two. (Timed
-# by a build and dropped: 384 keys at two stages 16.3 us, 32-row blocks at two stages 16.4;
-# three stages of 256 keys exceed the shared memory; bench/results/h200_tile_candidates/)
+# lost on the H200; tile cache). Two stages pay off only with 4+ blocks a split: per call, K/V
+# strided as the artifact reads them, 256 keys a split ran faster at two stages than at one,
+# 128 keys slower. (Timed by a build and dropped: 384 keys at two stages, 32-row blocks at two
+# stages; three stages of 256 keys exceed the shared memory; docs/notebook/)
 ATTENTION_CANDIDATES = ((16, 64, 128, 4, 1), (16, 64, 256, 4, 1), (16, 128, 256, 4, 1),
                         (32, 64, 128, 4, 1), (16, 64, 256, 4, 2), (16, 64, 512, 4, 2))
 # the rotated attention (the own keys after the prefix's, nothing rotated in the kernel:
-# triton_attention.mqa_attention_rotated): at 832 + 50 keys on the H200 128-key splits at two
-# stages took 8.7 us + 2.7 for the merge, against 11.5 + 2.6 for the pair that rotates in the
-# attention kernel (ATTENTION_CANDIDATES'); 64-row blocks (wgmma) and 448-key splits lost
-# (attention_probe.py's anatomy, bench/results/h200_rope_qkv/)
+# triton_attention.mqa_attention_rotated): at 832 + 50 keys 128-key splits at two stages,
+# with their merge, beat the pair that rotates in the attention kernel (ATTENTION_CANDIDATES');
+# 64-row blocks (wgmma) and 448-key splits lost (docs/notebook/)
 ROTATED_ATTENTION_CANDIDATES = ((16, 64, 128, 4, 2), (16, 64, 128, 4, 1), (16, 64, 256, 4, 2),
                                 (16, 32, 128, 4, 2), (16, 32, 128, 4, 3), (16, 64, 192, 4, 2),
                                 (32, 64, 128, 4, 2))

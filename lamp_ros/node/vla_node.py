@@ -68,9 +68,9 @@ class VlaNode(LifecycleNode):
             self.get_logger().error(f'configure failed: {exc}\n{traceback.format_exc()}')
             self._release()
             return FAILURE
-        # The loaded artifact and rclpy are ~50k long-lived Python objects: every full
-        # collection walked them (15 ms idle, 25-60 ms on a busy 2-core machine, inside a
-        # 45 ms control period). Frozen, the collector only looks at what ticks allocate.
+        # The loaded artifact and rclpy are tens of thousands of long-lived Python objects:
+        # every full collection walked them, on a busy machine a pause of the order of the
+        # 45 ms control period. Frozen, the collector only looks at what ticks allocate.
         gc.collect()
         gc.freeze()
         self.get_logger().info(f'artifact {self.runtime.id[:16]} loaded ({self.runtime.device}, '
@@ -331,9 +331,9 @@ def autostart(node: VlaNode) -> bool:
 def executor_for(execution: str):
     """async: every callback of the node is short (inference runs in the runtime's worker
     thread), so one thread serves them all. rclpy's MultiThreadedExecutor is costly here: its
-    dispatch thread re-waits while a handed-off message is not yet taken and held the GIL for
-    ~70% of the time with 3 cameras and joint states (py-spy), so the 22 Hz timer fired late and
-    ticks were dropped (18-19 Hz published on two cores, 22.0 Hz with one thread).
+    dispatch thread re-waits while a handed-off message is not yet taken and held the GIL most
+    of the time with 3 cameras and joint states (py-spy), so on two cores the 22 Hz timer fired
+    late and ticks were dropped, where one thread kept the rate.
     sync: inference runs inside the control tick, so lifecycle and parameter services need
     other threads to answer meanwhile."""
     if execution == 'async':

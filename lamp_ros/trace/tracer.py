@@ -141,7 +141,7 @@ def trace(run, inputs: dict, objects, input_types: dict | None = None, export: b
     references at every edge).
     hash_weights: give model stages the sha256 of their weights. Off where the graph is thrown
     away (parity's eager references) or the weights are hashed again after the passes: for the
-    full policy that is 6 GB copied off the GPU and hashed, ~10 s a trace.
+    full policy that is 6 GB copied off the GPU and hashed, seconds a trace.
     """
     rec = _Recorder()
     graph_inputs = []

@@ -9,9 +9,9 @@ that inference's values (`lamp profile`'s kernel table and timeline) or N whole 
 tick runs them (bench/gpu_pi05.py --trace-out), and writes the Chrome trace.
 
 Why a process of its own: on the H200, processes that had run torch's profiler over the
-pi05_full artifact's CUDA graphs aborted at interpreter exit with "double free or corruption"
-in 3 of 11 runs (`lamp profile` once, a bare load-run-trace script twice; never in the 2 runs
-without the profiler; 2026-12-03), after every file was written: a teardown fault of the
+pi05_full artifact's CUDA graphs at times aborted at interpreter exit with "double free or
+corruption" (`lamp profile` and a bare load-run-trace script alike; never in the runs without
+the profiler; docs/notebook/), after every file was written: a teardown fault of the
 profiler's CUPTI state beside CUDA graphs, not of the numbers. So `trace` runs this module as a
 child, which leaves by os._exit once its trace is on disk (its only other state is memory the
 OS takes back, as a multiprocessing fork child leaves), and the caller's process never holds

@@ -3,8 +3,8 @@
 The first two read the trace the runtime exports, so what is drawn is exactly what Perfetto
 would show: a latency histogram per stage (tick, inference, each group, each timed node) and a
 timeline of the events as horizontal bars, one band per thread with one lane per event category.
-The third draws a GPU's kernels from a torch-profiler trace (whitebox/ops.gpu_events): one lane
-per CUDA stream, the kernel names that take the most time in colours of their own, and each
+The third draws a GPU's kernels from a torch-profiler trace (whitebox/op_profile.gpu_events): one
+lane per CUDA stream, the kernel names that take the most time in colours of their own, and each
 name's total beside it.
 """
 

@@ -4,7 +4,7 @@ Every profiled tick is an inference tick: the runtime is reset before each (new 
 chunker plan), so each of the N ticks runs the whole graph, sync and back to back, on a
 synthetic observation, and every stage gets N samples. One warm-up tick is not counted. The
 runtime profiler gives tick / inference / group / host-node latencies and the Chrome trace;
-backends that can look inside a group add op-level tables (ops.py), which for ONNX Runtime
+backends that can look inside a group add op-level tables (op_profile.py), which for ONNX Runtime
 also split a fused group's time over the graph stages in it.
 
 Writes PREFIX.trace.json (Chrome / Perfetto), PREFIX.hist.png, PREFIX.timeline.png,

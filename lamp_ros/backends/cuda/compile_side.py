@@ -10,9 +10,9 @@ archive (graph JSON + raw weight bytes of the tensors the lowering made or chang
 inputs are dropped so the archive holds no pickled objects). It must be built on a CUDA
 machine: export records the device.
 
-plan.json gets what the run side (run.py) and a reader need: the inputs' dtypes and shapes, the
-prompt lengths (text_lengths.py), the two-stream schedule (stage_streams.py), the GEMMs on stored
-cuBLASLt algorithms, and the program tensors left out of the archive (program_weights.py).
+plan.json gets what the run side (run_side.py) and a reader need: the inputs' dtypes and shapes,
+the prompt lengths (text_lengths.py), the two-stream schedule (stage_streams.py), the GEMMs on
+stored cuBLASLt algorithms, and the program tensors left out of the archive (program_weights.py).
 torch is imported inside the functions, so that importing the backend imports no torch.
 """
 

@@ -2,14 +2,14 @@
 
 torch's deserialiser (`torch._export.serde.serialize._dict_to_dataclass`) asks
 `typing.get_type_hints` for a schema dataclass's field types at every node, argument and tensor
-meta it reads; for pi05_full's cuda program that was 118,561 calls and 15.9 s of a 74.6 s
-profiled load on the H200 (bench/results/h200_build_hashes/load_profile.txt), every time a
-robot node configures and once in every build. The schema's classes do not change while a
-program loads, so the answers are kept for the length of one load, through a stand-in for the
-deserialiser module's `typing` name that caches `get_type_hints` and hands everything else to
-the real module. On the CPU the tiny cuda group's program loads 2.5x faster and the same
-(test/backends/cuda/test_program_load.py). Where torch's deserialiser does not read `typing` by
-that name (another torch version), the plain load runs.
+meta it reads; for pi05_full's cuda program that is over a hundred thousand calls and a large
+share of the load's time (the profile is in docs/notebook/), every time a robot node configures
+and once in every build. The schema's classes do not change while a program loads, so the
+answers are kept for the length of one load, through a stand-in for the deserialiser module's
+`typing` name that caches `get_type_hints` and hands everything else to the real module. The
+cached load gives the same program, faster (test/backends/cuda/test_program_load.py checks the
+sameness). Where torch's deserialiser does not read `typing` by that name (another torch
+version), the plain load runs.
 """
 
 import threading

@@ -3,7 +3,7 @@
 Why: torch.export.save writes every parameter and buffer of the program into the PT2 archive,
 and the artifact also holds each model stage's weights as weights/<node>.safetensors (the
 canonical, inspectable copy `lamp diff` and the other backends read). For pi05_full that was
-4.56 GB of program.pt2 beside 6.26 GB of safetensors, mostly the same tensors: hashed at every
+gigabytes of program.pt2 beside the safetensors, mostly the same tensors: hashed at every
 build and load, read at every load, shipped to every robot twice.
 
 Compile side, `strip`: each program tensor that equals (bit for bit, after the cast to the
@@ -59,9 +59,8 @@ def bind(module, stripped: dict, weights_dir: str, device) -> int:
 
     Each stage's file is read whole, then its tensors moved one by one, so the host holds one
     stage at a time (pi05_full's prefix: 4.8 GB). Reading a tensor at a time through safe_open
-    held ~1.1 GB less at the process's peak on the H200 machine, but loaded 1.3 s slower
-    (second loads of a process, two processes each way; bench/results/h200_weights_once/
-    load_rss.txt): a robot's configure time was the aim, so the files are read whole."""
+    held less at the process's peak, but loaded slower (docs/notebook/): a robot's configure
+    time was the aim, so the files are read whole."""
     import torch
     from safetensors.torch import load_file  # imports torch: inside, as `import torch` is
     state = module.state_dict(keep_vars=True)

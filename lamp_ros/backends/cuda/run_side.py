@@ -1,7 +1,7 @@
 """The cuda backend's run side: the group's exported program replayed as CUDA graphs.
 
 It needs torch with CUDA on the robot; CPU artifacts never load it. `load` reads the PT2 archive
-the compile side wrote (compile.py; its schema's type hints resolved as program_load.py does),
+the compile side wrote (compile_side.py; its schema's type hints resolved as program_load.py does),
 after importing kernels/operators/, which registers the `lamp::` operators a policy's lowering
 may have put in it, and binds the weights the build left out of it from
 weights/<node>.safetensors (the checksummed canonical copy; program_weights.py).
@@ -40,10 +40,9 @@ class HostInputs:
 
     An input numpy can hold (the pixels, token ids, masks) is filled through a numpy view of its
     buffer: one thread's memcpy. torch's `copy_` spreads a copy this large (the pixels: 451,584
-    bytes) over its CPU thread pool, and waking that pool cost the H200 machine's 16-core host
-    0.32 ms a call at the median and 2.2 ms at p99, against 0.065 and 0.12 for the numpy copy
-    (bench/results/inference_overhead_h200.json, side by side). bf16 inputs (the noise, the
-    state; a few KB) have no numpy type and are cast by torch. A feed of another kind (float
+    bytes) over its CPU thread pool, and waking that pool cost several times the numpy copy's
+    time a call, more still at the tail (side by side: docs/notebook/). bf16 inputs (the noise,
+    the state; a few KB) have no numpy type and are cast by torch. A feed of another kind (float
     pixels for a uint8 input) is refused, naming the input, instead of cast. A camera frame
     (`frame` in its spec: the device letterbox's input) is flat uint8 bytes of any count up to
     its buffer's, copied to the buffer's start (its tables read no further), or None for an
@@ -104,15 +103,14 @@ class CudaGraphRunner:
     `side_stages` (default: the plan's, from the spec's `fusion.side_stream`) are captured
     from a second stream (stage_streams.py), so the graph's edges are the program's data
     dependencies between them and the other stages; `side_priority` is that stream's CUDA
-    priority (lower is more urgent, 0 the default). High by default: on the H200 the graph
-    took 15.04 / 15.07 ms at -1 and 15.09 / 15.10 at 0, against 15.44 / 15.41 on one stream
-    (bench/results/h200_stage_streams/)."""
+    priority (lower is more urgent, 0 the default). High by default: the graph ran a little
+    faster at -1 than at 0, and either faster than on one stream (docs/notebook/)."""
 
     warmup_runs = 1  # uncaptured runs of the program per prompt length before the capture:
     # one does the lazy set-ups (libraries' handles, kernel loads, the allocator's blocks),
     # which torch's capture (its 'global' error mode) refuses rather than records; each run of
-    # pi05_full's program through the stream interpreter costs ~1 s of a robot's configure.
-    # Two before 2026-12-02; one passed the tiny and full builds' parity on the H200 since.
+    # pi05_full's program through the stream interpreter costs about a second of a robot's
+    # configure. There were two; one has been enough for the tiny and full builds' parity.
 
     def __init__(self, group, root: str, device: str, side_stages=None,
                  side_priority: int = -1, first_stage_inputs=None):

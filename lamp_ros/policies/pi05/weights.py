@@ -49,10 +49,10 @@ def _is_layernorm(root: nn.Module, param_name: str) -> bool:
 def init_weights(model: nn.Module, seed: int, overrides: dict | None = None) -> dict:
     """Initialise `model.vision`, `model.prefix`, `model.expert`; return the seeds used.
 
-    The stages fill on threads of their own: each draws from its own generator in its own
-    order, so the values are those of one stage after another, bit for bit, and torch's CPU
-    `randn` (one core per generator, ~35 s for the full policy's 3.35 G weights) releases the
-    GIL while it draws."""
+    The stages fill on threads of their own: each draws from its own generator in its own order, so
+    the values are those of one stage after another, bit for bit, and torch's CPU `randn` (one core
+    per generator, tens of seconds for the full policy's 3.35 G weights) releases the GIL while it
+    draws."""
     seeds = stage_seeds(seed, overrides)
     with ThreadPoolExecutor(max_workers=len(STAGES)) as pool:
         for done in [pool.submit(init_stage, getattr(model, name), seeds[name])

@@ -73,21 +73,20 @@ def choose_weight_layouts(stage, tuning_out: dict, cache: dict) -> int:
 
 
 TORCH_GEMM = [0]  # the algorithm choices' tiles: torch's op, or [1, i] cuBLASLt's i-th
-GEMM_ALGORITHMS = 8  # the heuristic's candidates timed (it offers 7-8 for these GEMMs on the H200)
+GEMM_ALGORITHMS = 8  # the heuristic's candidates timed (all it offers for these GEMMs)
 GEMM_ALGORITHM_MARGIN = 0.03  # a stored algorithm must beat torch's op by this share of its time
 
 
 def choose_gemm_algorithms(stage, tuning_out: dict, text_lengths: tuple = (),
                            cache: dict | None = None) -> int:
     """Run each plain linear of the vision and the prefix (as its layout was chosen) on the
-    cuBLASLt algorithm the build GPU ran fastest, at each row count the stage will see (the
-    prefix: one per prompt length), where it beats torch's op (cuBLASLt's heuristic's first
-    pick) by GEMM_ALGORITHM_MARGIN -> linears now LtLinear. One choice per GEMM shape and row
-    count, timed as the layouts are (each linear of the shape on its own weights) and checked
-    against torch's op first (tuning.pick). Measured on the H200 at the prefix's 832 rows: o
-    18.3 us on the heuristic's pick against 13.6 on its second (kernels/cublaslt.py). Off the
-    GPU, in other dtypes than bf16, or with the spec's `build.gemm_algorithms: false`, nothing
-    changes."""
+    cuBLASLt algorithm the build GPU ran fastest, at each row count the stage will see (the prefix:
+    one per prompt length), where it beats torch's op (cuBLASLt's heuristic's first pick) by
+    GEMM_ALGORITHM_MARGIN -> linears now LtLinear. One choice per GEMM shape and row count, timed
+    as the layouts are (each linear of the shape on its own weights) and checked against torch's op
+    first (tuning.pick). At the prefix's 832 rows the heuristic's pick for o was clearly slower
+    than its second (kernels/cublaslt.py). Off the GPU, in other dtypes than bf16, or with the
+    spec's `build.gemm_algorithms: false`, nothing changes."""
     rows, sites = _layout_sites(stage, kinds=(torch.nn.Linear, KNLinear))
     if not sites:
         return 0

@@ -10,13 +10,13 @@ where the adaRMS gate scales the branch), FP8 linears (the fp8_prefix_mlp pass) 
 become float8 codes for torch._scaled_mm with their rows quantised by `lamp::fp8_rows`,
 `lamp::rms_norm_fp8` (the norm before them, in the same pass; `lamp::add_rms_norm_fp8` when the
 attention output is still to be added: DecoderLayer.defers_attention_residual) or
-`lamp::geglu_fp8`, and an
-attention fused by its pass with one K/V head becomes two GEMMs with every query head as rows
-around `lamp::masked_softmax` (on the H200 the fused cuDNN kernel, given one (batch, head) of work,
-ran 93 us per call at the expert's 50 queries: 53% of the inference), and the vision blocks' fc1
-takes its GELU in the cuBLASLt epilogue (on a GPU; VisionBlock.hidden). Stages still in the eager
-form (no graph pass ran) are left alone. The numbers are those of the float32 reference code,
-rounded once instead of after every op, so parity holds at the group precision.
+`lamp::geglu_fp8`, and an attention fused by its pass with one K/V head becomes two GEMMs with
+every query head as rows around `lamp::masked_softmax` (the fused cuDNN kernel, given one (batch,
+head) of work per call at the expert's 50 queries, leaves the GPU mostly idle; docs/notebook/), and
+the vision blocks' fc1 takes its GELU in the cuBLASLt epilogue (on a GPU; VisionBlock.hidden).
+Stages still in the eager form (no graph pass ran) are left alone. The numbers are those of the
+float32 reference code, rounded once instead of after every op, so parity holds at the group
+precision.
 
 Then come the choices the build GPU decides by timing (each recorded with where it came from
 and its timings in `tuning_out`; choices.py): every expert layer in the passes' final form gets
@@ -160,7 +160,7 @@ def _on_hopper(stage, value: int) -> int:
     Dependent launch (mode 2, the default): each lamp kernel of the expert's layers waits for
     the kernel before it at its first line and lets the next one launch after its main loop,
     so the launch and the next kernel's start overlap this one's tail (measured on the whole
-    graph, one artifact timed with it on and off: actions bit-identical, about 2% faster;
+    graph, one artifact timed with it on and off: actions bit-identical, a little faster;
     docs/notebook). Descriptor loads: the fused gated GEMMs (o, down) load x and W by tensor
     descriptor instead of by pointer, the same numbers bit for bit; set after the timing, so
     the tile cache's timings stay comparable."""

@@ -1,27 +1,24 @@
 """fp8_prefix_mlp: the prefix's MLP GEMMs in FP8 (e4m3) numbers. Changes numerics; opt-in.
 
-The prefix runs 17 GeGLU MLPs over ~1k tokens: about 90% of its matrix work, and on the H200
-compute-bound at the bf16 tensor-core rate (gate/up 170 us, down 97 us a layer). Hopper's FP8
-tensor cores run twice that rate, so cuBLASLt's FP8 GEMMs took gate/up 195 -> 136 us (110 with
-fast sums) and down 101 -> 56 us at these shapes (scripts/device/fp8_probe.py, CUDA-graph
-timed). The other GEMMs of the vision and the prefix gain 0-5 us each in FP8 once their rows are
-quantised (vision fc1 14.1 -> 13.8, fc2 16.2 -> 20.3, prefix q/k/v 18.1 -> 18.5, o 14.8 -> 12.0
-with lamp::fp8_rows; less without it where a norm makes the rows): about 0.1 ms an inference
-for as much again of the actions' error (the vision MLPs' fake quantisation took it from 1.2e-2
-to 2.2e-2), and the expert's GEMMs are bound by latency, not arithmetic (no faster in FP8 at 50
-rows), so only the prefix MLPs change.
+The prefix runs 17 GeGLU MLPs over ~1k tokens: about 90% of its matrix work, and compute-bound at
+the bf16 tensor-core rate. Hopper's FP8 tensor cores run twice that rate, so cuBLASLt's FP8 GEMMs
+run gate/up and down markedly faster at these shapes (gate/up faster still with fast sums;
+CUDA-graph timed, docs/notebook/). The other GEMMs of the vision and the prefix gain little in FP8
+once their rows are quantised, or lose (with lamp::fp8_rows; less without it where a norm makes the
+rows): a small share of an inference for as much again of the actions' error (the vision MLPs' fake
+quantisation nearly doubled it), and the expert's GEMMs are bound by latency, not arithmetic (no
+faster in FP8 at 50 rows), so only the prefix MLPs change.
 
-Each of their linears becomes an `Fp8Linear`: weights as e4m3 codes with a power-of-two scale
-per output row (chosen here, once), activations quantised per row on the fly (the GeGLU output
-in the same pass as the GeGLU). The merged gate/up GEMM sums in cuBLASLt's fast FP8 mode
-(`use_fast_accum`: the tensor cores' partial sums are not promoted to float32 along K): on the
-H200 134 -> 111 us a layer, its error against float32 sums of the same codes 1.7e-3 -> 1.9e-3
-(relative L2), small beside the e4m3 rounding itself. The down GEMM (K = 16384) keeps float32
-promotion: fast mode saved 2 us there and doubled that error (scripts/device/levers_probe.py).
-The CPU path sums in float32 either way. That is an approximation, not a rewrite: unlike the
-other passes it does not keep parity to float rounding, so no spec turns it on by default, and a
-spec that does states the parity it accepts. The details say how far the weights moved and
-which GEMMs sum fast on the GPU.
+Each of their linears becomes an `Fp8Linear`: weights as e4m3 codes with a power-of-two scale per
+output row (chosen here, once), activations quantised per row on the fly (the GeGLU output in the
+same pass as the GeGLU). The merged gate/up GEMM sums in cuBLASLt's fast FP8 mode
+(`use_fast_accum`: the tensor cores' partial sums are not promoted to float32 along K): faster, its
+error against float32 sums of the same codes (relative L2) a little larger, small beside the e4m3
+rounding itself. The down GEMM (K = 16384) keeps float32 promotion: fast mode saved little there
+and doubled that error (docs/notebook/). The CPU path sums in float32 either way. That is an
+approximation, not a rewrite: unlike the other passes it does not keep parity to float rounding, so
+no spec turns it on by default, and a spec that does states the parity it accepts. The details say
+how far the weights moved and which GEMMs sum fast on the GPU.
 """
 
 from lamp_ros.policies.pi05.passes.stage_rewrite import rewrite

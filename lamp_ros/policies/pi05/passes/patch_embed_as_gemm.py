@@ -3,14 +3,14 @@
 SigLIP embeds 14 x 14 patches with a Conv2d whose stride is its kernel: each output is a dot
 product of one patch's pixels with a filter, i.e. a linear map of the patch. Written as a
 convolution it runs as one on the GPU: cuDNN's implicit-GEMM kernel on the NCHW view of the
-channels-last pixels (68.5 us on the H200 for 3 cameras, plus two 3.3 us padding kernels, in
-the 13.38 ms full run's kernel table) for a product of 768 x 588 by 588 x 1152 (1 GFLOP, a few
-us as a GEMM). As a `PatchLinear` the pixels are cut into patches by a reshape and a transpose
-and multiplied by the filters laid out (row, column, channel) to match, and the conv bias and
-the position table, both added per (patch, channel), become one table. The products are the
-conv's, summed in another order: outputs equal to float rounding. A patch's 588 values are
-padded with zeros to 592 so that the GEMM's rows are 16-byte aligned (on the H200 the conv 86
-us; the unaligned GEMM 15.6; unfold, pad and aligned GEMM 11.9: `cublaslt_probe.py`).
+channels-last pixels, plus two padding kernels, many times slower (docs/notebook/) than a product
+of 768 x 588 by 588 x 1152 needs (1 GFLOP, a few us as a GEMM). As a `PatchLinear` the pixels are
+cut into patches by a reshape and a transpose and multiplied by the filters laid out (row, column,
+channel) to match, and the conv bias and the position table, both added per (patch, channel),
+become one table. The products are the conv's, summed in another order: outputs equal to float
+rounding. A patch's 588 values are padded with zeros to 592 so that the GEMM's rows are 16-byte
+aligned (unfold, pad and aligned GEMM together ran faster than the unaligned GEMM alone;
+docs/notebook/).
 """
 
 from lamp_ros.policies.pi05.passes.stage_rewrite import rewrite

@@ -66,8 +66,8 @@ class DecoderLayer(nn.Module):
     def defers_attention_residual(self) -> bool:
         """The attention output is added to x by the kernel that norms the sum into the FP8
         rows of the MLP (`lamp::add_rms_norm_fp8`), not in the o GEMM's epilogue: for a 2-D
-        residual torch's addmm first copies it into its output (on the H200 a 4 MB device copy,
-        3.5 us, in each of the prefix's layers), and the fused norm reads it anyway."""
+        residual torch's addmm first copies it into its output (a 4 MB device copy in each of
+        the prefix's layers; docs/notebook/), and the fused norm reads it anyway."""
         norm = self.post_attn_norm
         return (self.kernel and self.attn.fused and not self.kv_only and self.mlp.fp8
                 and self.mlp.fp8_in and isinstance(norm, UnitRMSNorm) and not norm.CENTER
@@ -140,11 +140,11 @@ class VisionBlock(nn.Module):
         return x, self.fc2(self.hidden(h))
 
     def hidden(self, h: torch.Tensor) -> torch.Tensor:
-        """gelu_tanh(fc1(h)). On the kernel path on a GPU, one cuBLASLt GEMM whose epilogue
-        adds the bias and applies the GELU (tanh form) to the float32 sums: no GELU kernel, no
-        second round trip of the 4304-wide hidden layer (on the H200 15.7 us instead of 18.7
-        per block; scripts/device/levers_probe.py). The CPU's `_addmm_activation` takes the
-        erf GELU instead, so there the plain form stays."""
+        """gelu_tanh(fc1(h)). On the kernel path on a GPU, one cuBLASLt GEMM whose epilogue adds
+        the bias and applies the GELU (tanh form) to the float32 sums: no GELU kernel, no second
+        round trip of the 4304-wide hidden layer (faster per block than the GEMM and a GELU kernel;
+        docs/notebook/). The CPU's `_addmm_activation` takes the erf GELU instead, so there the
+        plain form stays."""
         if self.kernel and h.is_cuda and self.fc1.bias is not None:
             out = torch._addmm_activation(self.fc1.bias, h.reshape(-1, h.shape[-1]),
                                           self.fc1.weight.t(), use_gelu=True)
