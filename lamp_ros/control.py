@@ -6,8 +6,10 @@ filter memory, the last command), and is what the tracer runs to get the whole-p
 observation and tick time in, one safe command out. Inference happens only on the ticks where
 the chunker asks for a new chunk.
 
-What it asks of the policy: `joint_names`, `config.camera_slots`, `infer(observation) ->
-chunk` (robot units), `reset()` and `example_observation(seed=, prompt=)`.
+What it asks of the policy (docs/own-policy.md): `interface` (observation.PolicyInterface: its
+cameras, joints, whether it reads a prompt), `infer(observation) -> chunk` in robot units,
+`reset()`, and optionally `example_observation(seed=, prompt=)` where the interface's own
+examples (observation.PolicyInterface.example_observation) will not do.
 """
 
 import numpy as np
@@ -24,7 +26,7 @@ class ControlPipeline:
 
     def __init__(self, policy, chunker: ActionChunker, smoother: Smoother, clamp: SafetyClamp,
                  rate_hz: float):
-        joints = len(policy.joint_names)
+        joints = len(policy.interface.joint_names)
         for name, op in (('chunker', chunker), ('smoother', smoother), ('clamp', clamp)):
             if op.joints != joints:
                 raise ValueError(f'control.{name}: {op.joints} joints, the policy has {joints}')
@@ -66,12 +68,16 @@ class ControlPipeline:
         out, _, self.state['clamp'] = self.clamper.step(self.state['clamp'], action, reference)
         return out
 
+    @property
+    def interface(self):
+        return self.policy.interface
+
     def example_observation(self, seed: int = 0, prompt: str | None = None) -> dict:
-        """The policy's example observation (`policy.example_observation`): what tracing and
-        parity feed the pipeline."""
-        if prompt is None:
-            return self.policy.example_observation(seed=seed)
-        return self.policy.example_observation(seed=seed, prompt=prompt)
+        """What tracing and parity feed the pipeline: the policy's own example
+        (`policy.example_observation`) if it has one, else its interface's."""
+        make = getattr(self.policy, 'example_observation', None) or \
+            self.policy.interface.example_observation
+        return make(seed=seed) if prompt is None else make(seed=seed, prompt=prompt)
 
     def needs_chunk(self, t: float) -> bool:
         return self.chunker.needs_chunk(self.state['chunker'], t)
@@ -82,9 +88,9 @@ class ControlPipeline:
         t_obs is when the observation was taken (the camera stamp); a chunk computed from it
         is aligned to that time, so actions already due are dropped. Defaults to t.
         """
-        policy = self.policy
-        obs = validate_observation(observation, policy.config.camera_slots,
-                                   len(policy.joint_names))
+        policy, interface = self.policy, self.policy.interface
+        obs = validate_observation(observation, interface.camera_slots,
+                                   len(interface.joint_names), interface.prompt)
         t_obs = t if t_obs is None else t_obs
         chunk = policy.infer(obs) if self.needs_chunk(t) else None
         action = self.chunk_action(chunk, t_obs, t)

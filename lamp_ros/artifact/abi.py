@@ -1,12 +1,15 @@
-"""The artifact's ABI: what a caller must feed and may expect, taken from the graph."""
+"""The artifact's ABI: what a caller must feed and may expect, from the graph and the policy's
+declared interface (observation.PolicyInterface)."""
 
 
-def abi_from_graph(graph, camera_slots, joint_names, rate_hz: float) -> dict:
+def abi_from_graph(graph, interface, rate_hz: float) -> dict:
     return {
         'inputs': {v: graph.values[v].to_dict() for v in graph.inputs},
         'outputs': {v: graph.values[v].to_dict() for v in graph.outputs},
         'state': {v: graph.values[v].to_dict() for n in graph.nodes for v in n.state},
-        'camera_slots': list(camera_slots),
-        'joint_names': list(joint_names),
+        'camera_slots': list(interface.camera_slots),
+        'camera_sizes': {k: list(v) for k, v in interface.camera_sizes.items()},
+        'joint_names': list(interface.joint_names),
+        'prompt': bool(interface.prompt),
         'rate_hz': rate_hz,
     }

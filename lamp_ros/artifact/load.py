@@ -12,8 +12,6 @@ from lamp_ros.artifact.manifest import ArtifactError, read_manifest, verify_file
 from lamp_ros.artifact.plan import BuildPlan
 from lamp_ros.graph.graph import Graph
 
-RESOURCES = {'tokenizer.model': 'resources/tokenizer.model'}
-
 
 @dataclass(frozen=True)
 class Artifact:
@@ -57,6 +55,7 @@ def open_artifact(path: str, verify: bool = True) -> Artifact:
     if abi_inputs != set(graph.inputs):
         raise ArtifactError(f'manifest.json: abi.inputs {sorted(abi_inputs)} do not match '
                             f'graph.json inputs {sorted(graph.inputs)}')
-    resources = {name: os.path.join(root, rel) for name, rel in RESOURCES.items()
-                 if os.path.isfile(os.path.join(root, rel))}
+    folder = os.path.join(root, 'resources')  # files the host stages read, by name
+    resources = {name: os.path.join(folder, name) for name in sorted(os.listdir(folder))} \
+        if os.path.isdir(folder) else {}
     return Artifact(root, manifest, graph, plan, _json(root, 'memory.json'), resources)

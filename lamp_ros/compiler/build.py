@@ -86,6 +86,20 @@ def write_weights(root: str, modules: dict) -> None:
         save_file(dict(sorted(tensors.items())), path)
 
 
+def write_resources(root: str, resources: dict) -> dict:
+    """Copy the files the policy's host stages read at run time (`policy.resources`: {name:
+    path}, e.g. a tokenizer model or a calibration table) into resources/<name>, where the
+    manifest checksums them and the runtime finds them by name -> {name: source path}."""
+    for name, path in resources.items():
+        if not name or os.sep in name or name.startswith('.'):
+            raise ValueError(f'policy.resources: {name!r} is not a plain file name')
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f'policy.resources[{name!r}]: no file {path}')
+        os.makedirs(os.path.join(root, 'resources'), exist_ok=True)
+        shutil.copyfile(path, os.path.join(root, 'resources', name))
+    return dict(resources)
+
+
 def reference_device(target: str) -> str:
     """Where the eager reference runs while compiling: the GPU for a GPU target (a full-size
     policy takes minutes per eager call on a CPU, and the cuda backend exports on the device the
@@ -155,10 +169,8 @@ def compile_spec(spec_path: str, out: str, progress=None,
     root = tempfile.mkdtemp(prefix='.lamp-build-', dir=parent)
     try:
         write_weights(root, modules)
-        os.makedirs(os.path.join(root, 'resources'))
-        shutil.copyfile(pipeline.policy.tokenizer.model_path,
-                        os.path.join(root, 'resources', 'tokenizer.model'))
-        example['@resources'] = {'tokenizer.model': pipeline.policy.tokenizer.model_path}
+        resources = write_resources(root, getattr(pipeline.policy, 'resources', {}))
+        example['@resources'] = resources
         done('weights')
         built, group_evidence = [], {}
         for group in groups:
@@ -183,9 +195,7 @@ def compile_spec(spec_path: str, out: str, progress=None,
         _dump(root, 'plan.json', plan.to_dict())
         _dump(root, 'memory.json', memory.to_dict())
         _dump(root, 'spec.json', spec.to_dict())
-        policy = pipeline.policy
-        abi = abi_from_graph(graph, policy.config.camera_slots, policy.joint_names,
-                             pipeline.rate_hz)
+        abi = abi_from_graph(graph, pipeline.interface, pipeline.rate_hz)
         versions = tool_versions()
         write_manifest(root, spec.target, abi, versions, spec.name)
 

@@ -8,20 +8,21 @@ import time
 
 import numpy as np
 
-from lamp_ros.observation import example_observation
-
-FRAME = (480, 640)  # every synthetic camera sends VGA frames, resized by the artifact
+from lamp_ros.observation import PolicyInterface
 
 
 def synthetic_observation(runtime, seed: int = 0) -> dict:
-    """An example observation for the artifact alone: a VGA frame per camera slot and a state
+    """An example observation for the artifact alone, from its declared interface (its ABI):
+    a frame per camera slot at its typical size, the prompt if it reads one, and a state
     inside the joint limits of its safety clamp (zeros where it has none)."""
     joints = len(runtime.joint_names)
     low, high = np.zeros(joints), np.zeros(joints)
     for node in runtime.artifact.graph.nodes:
         if node.op == 'clamp' and 'lower' in node.attrs and 'upper' in node.attrs:
             low, high = node.attrs['lower'], node.attrs['upper']
-    return example_observation({slot: FRAME for slot in runtime.camera_slots}, low, high, seed)
+    interface = PolicyInterface(runtime.camera_slots, runtime.joint_names, runtime.prompt,
+                                runtime.camera_sizes, tuple(low), tuple(high))
+    return interface.example_observation(seed)
 
 
 def run_ticks(runtime, ticks: int, realtime: bool = True, observation=None) -> list:

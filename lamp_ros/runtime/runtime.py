@@ -76,6 +76,8 @@ class Runtime:
         abi = artifact.manifest['abi']
         self.camera_slots = tuple(abi['camera_slots'])
         self.joint_names = tuple(abi['joint_names'])
+        self.prompt = bool(abi.get('prompt', 'prompt' in artifact.graph.inputs))
+        self.camera_sizes = {k: tuple(v) for k, v in abi.get('camera_sizes', {}).items()}
         self.rate_hz = float(abi['rate_hz'])
         self.period = 1.0 / self.rate_hz
         plan, graph = artifact.plan, artifact.graph
@@ -175,10 +177,12 @@ class Runtime:
 
     def feeds(self, observation, t: float, t_obs: float | None = None) -> dict:
         """Observation + times -> graph input values (validated; errors name the field)."""
-        obs = validate_observation(observation, self.camera_slots, len(self.joint_names))
+        obs = validate_observation(observation, self.camera_slots, len(self.joint_names),
+                                   self.prompt)
         feeds = {f'images.{slot}': img for slot, img in obs.images.items()}
-        feeds.update(state=obs.state, prompt=obs.prompt, t=float(t),
-                     t_obs=float(t if t_obs is None else t_obs))
+        feeds.update(state=obs.state, t=float(t), t_obs=float(t if t_obs is None else t_obs))
+        if self.prompt:
+            feeds['prompt'] = obs.prompt
         return feeds
 
     # ---- execution ---------------------------------------------------------------------------

@@ -30,16 +30,21 @@ def trace_pipeline(pipeline, observation, t: float = 0.0, export: bool = True, n
                    progress=None, values_out: dict | None = None, hash_weights: bool = True):
     """One synchronous tick of `pipeline` at time t, traced into a Graph (state reset after);
     `hash_weights` as `trace`'s."""
-    policy = pipeline.policy
-    obs = validate_observation(observation, policy.config.camera_slots, len(policy.joint_names))
+    policy, interface = pipeline.policy, pipeline.interface
+    obs = validate_observation(observation, interface.camera_slots, len(interface.joint_names),
+                               interface.prompt)
     pipeline.reset()
     # Two distinct objects: the tracer follows values by identity, and the observation time
     # (the camera stamp) is a different input from the tick time even when they are equal.
-    inputs = {'images': dict(obs.images), 'state': obs.state, 'prompt': obs.prompt,
+    inputs = {'images': dict(obs.images), 'state': obs.state,
+              **({'prompt': obs.prompt} if interface.prompt else {}),
               't': float(t), 't_obs': np.float64(t)}
 
-    def run(images, state, prompt, t, t_obs):
-        return pipeline.tick({'images': images, 'state': state, 'prompt': prompt}, t, t_obs)
+    def run(images, state, t, t_obs, prompt=None):
+        observed = {'images': images, 'state': state}
+        if interface.prompt:
+            observed['prompt'] = prompt
+        return pipeline.tick(observed, t, t_obs)
 
     types = image_input_types(obs.images)
     types['t'] = TensorType('float64', (), role='input')

@@ -1,7 +1,8 @@
 """`lamp diff A B`: what differs between two artifacts, cause by cause.
 
-Causes (what was built differently): graph nodes (by node id, "changed" when the content hash
-differs, with the differing attrs, types and weights spelled out), weight tensors, the build
+Causes (what was built differently): the ABI (cameras, joints, prompt, rate, types), graph
+nodes (by node id, "changed" when the content hash differs, with the differing attrs, types and
+weights spelled out), weight tensors, the build
 plan (backend, precision, device, grouping, tuned tiles) and the memory plan. Effects (what was
 measured): parity evidence and saved profiles, with the largest latency increase named, and
 every other evidence file that differs (build timings, how tuned choices were made), which is
@@ -19,8 +20,8 @@ from lamp_ros.artifact.manifest import content_digest
 from lamp_ros.backends.text_lengths import captured_lengths
 from lamp_ros.whitebox.inspect import PARITY, PROFILE, read_evidence
 
-CAUSES = ('nodes_changed', 'nodes_added', 'nodes_removed', 'weights_changed', 'plan_changed',
-          'memory')
+CAUSES = ('abi', 'nodes_changed', 'nodes_added', 'nodes_removed', 'weights_changed',
+          'plan_changed', 'memory')
 MISSING = None  # stands for "absent on this side" in [a, b] pairs
 
 
@@ -296,6 +297,8 @@ def diff_artifacts(path_a: str, path_b: str) -> dict:
     report = {'a': {'artifact_id': a.id, 'name': a.manifest.get('name'), 'path': a.root},
               'b': {'artifact_id': b.id, 'name': b.manifest.get('name'), 'path': b.root},
               'identical': a.id == b.id}
+    # the interface a caller feeds: cameras, joints, prompt, rate, input/output types
+    report['abi'] = deep_diff(a.manifest['abi'], b.manifest['abi'])
     report.update(diff_graph(a.graph, b.graph))
     report['weights_changed'] = diff_weights(a, b)
     report['plan_changed'] = diff_plan(a.plan, b.plan)

@@ -101,7 +101,8 @@ def print_diff(report: dict, console: Console) -> None:
                + ('' if w['max_abs_delta'] is None else
                   f' max abs delta {w["max_abs_delta"]:.3g}')
                for w in report['weights_changed']]
-    sections = (('graph', _graph_lines(report)), ('weights', weights),
+    abi = [f'{key}: {json.dumps(change)}' for key, change in report['abi'].items()]
+    sections = (('abi', abi), ('graph', _graph_lines(report)), ('weights', weights),
                 ('plan', _plan_lines(report['plan_changed'])),
                 ('memory plan', _memory_lines(report['memory'])),
                 ('evidence', _evidence_lines(report['evidence'])),

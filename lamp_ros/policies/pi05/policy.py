@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import torch
 
-from lamp_ros.observation import DEFAULT_PROMPT, validate_observation
+from lamp_ros.observation import DEFAULT_PROMPT, PolicyInterface, validate_observation
 from lamp_ros.ops.image import preprocess_image, stack_cameras
 from lamp_ros.ops.noise import sample_noise
 from lamp_ros.ops.normalize import NormStats, quantile_normalize, unnormalize_actions
@@ -22,7 +22,7 @@ from lamp_ros.ops.prompt import discretize_state, tokenize_pi05
 from lamp_ros.ops.tokenizer import Tokenizer
 from lamp_ros.policies.pi05 import assets
 from lamp_ros.policies.pi05.config import get_preset, Pi05Config
-from lamp_ros.policies.pi05.example import example_observation
+from lamp_ros.policies.pi05.example import DEFAULT_SIZES, example_observation
 from lamp_ros.policies.pi05.model import Pi05Model
 from lamp_ros.policies.pi05.weights import init_weights, load_weights
 from lamp_ros.trace.stage import model_stage, stage
@@ -81,6 +81,19 @@ class Pi05Policy:
     @property
     def joint_names(self) -> tuple:
         return self.norm_stats.joint_names
+
+    @property
+    def interface(self) -> PolicyInterface:
+        """Three camera slots (any frame size), the norm stats' joints, a task prompt."""
+        return PolicyInterface(self.config.camera_slots, self.joint_names, prompt=True,
+                               camera_sizes=DEFAULT_SIZES,
+                               state_low=tuple(map(float, self.norm_stats.state.q01)),
+                               state_high=tuple(map(float, self.norm_stats.state.q99)))
+
+    @property
+    def resources(self) -> dict:
+        """Files its host stages read at run time, packed into the artifact (resources/)."""
+        return {'tokenizer.model': self.tokenizer.model_path}
 
     def example_observation(self, seed: int = 0, sizes: dict | None = None,
                             prompt: str = DEFAULT_PROMPT) -> dict:
