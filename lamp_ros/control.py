@@ -95,3 +95,19 @@ class ControlPipeline:
         chunk = policy.infer(obs) if self.needs_chunk(t) else None
         action = self.chunk_action(chunk, t_obs, t)
         return self.clamp(self.smooth(action, t), obs.state)
+
+
+def control_pipeline(policy, control: dict) -> ControlPipeline:
+    """The policy in its control pipeline, its chunker, smoother and clamp built from a spec's
+    `control:` section (rate_hz, chunker, smoother, clamp) and the policy's interface (its
+    joints and action horizon): what a policy's entry function usually returns."""
+    interface = policy.interface
+    joints, rate_hz = len(interface.joint_names), float(control['rate_hz'])
+    if 'clamp' not in control:
+        raise ValueError('control.clamp: missing (the joint limits and the max step per tick '
+                         'the robot accepts)')
+    chunker = ActionChunker.from_dict({'horizon': interface.action_horizon, 'joints': joints,
+                                       'dt': 1.0 / rate_hz, **control.get('chunker', {})})
+    smoother = Smoother.from_dict({'joints': joints, **control.get('smoother', {})})
+    return ControlPipeline(policy, chunker, smoother, SafetyClamp.from_dict(control['clamp']),
+                           rate_hz)

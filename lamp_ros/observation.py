@@ -25,7 +25,8 @@ class PolicyInterface:
     included), the joints of its state and action vectors in order, and whether it reads a
     task prompt. `camera_sizes` ({slot: (height, width)}) is each camera's typical frame, for
     example observations only: any size is accepted at run time. `state_low`/`state_high`
-    bound the example states (a plausible range per joint; zeros when not given)."""
+    bound the example states (a plausible range per joint; zeros when not given).
+    `action_horizon` is how many actions one `infer` returns."""
 
     camera_slots: tuple = ()
     joint_names: tuple = ()
@@ -33,6 +34,7 @@ class PolicyInterface:
     camera_sizes: dict = field(default_factory=dict)
     state_low: tuple = ()
     state_high: tuple = ()
+    action_horizon: int = 0   # actions per chunk the policy returns (the chunker's horizon)
 
     def __post_init__(self):
         for name in ('camera_slots', 'joint_names', 'state_low', 'state_high'):

@@ -66,15 +66,30 @@ def shared_build(tmp_path_factory, name: str, build) -> str:
     return out
 
 
-def _compile_tiny(out: str) -> None:
-    from lamp_ros.cli import main
-    assert main(['compile', TINY_SPEC, '--out', out]) == 0
+def _compiler(spec: str):
+    def compile_into(out: str) -> None:
+        from lamp_ros.cli import main
+        assert main(['compile', spec, '--out', out]) == 0
+    return compile_into
 
 
 @pytest.fixture(scope='session')
 def tiny_artifact(tmp_path_factory):
     """Path of a freshly compiled pi05_tiny CPU artifact (read-only for tests: copy to edit)."""
-    return shared_build(tmp_path_factory, 'pi05_tiny', _compile_tiny)
+    return shared_build(tmp_path_factory, 'pi05_tiny', _compiler(TINY_SPEC))
+
+
+@pytest.fixture(scope='session')
+def act_small_artifact(tmp_path_factory):
+    """The ACT-style reference policy's CPU artifact (config/specs/act_small.yaml)."""
+    return shared_build(tmp_path_factory, 'act_small', _compiler('config/specs/act_small.yaml'))
+
+
+@pytest.fixture(scope='session')
+def point_reach_artifact(tmp_path_factory):
+    """The two-model reference policy with its own glue (config/specs/point_reach.yaml)."""
+    return shared_build(tmp_path_factory, 'point_reach',
+                        _compiler('config/specs/point_reach.yaml'))
 
 
 @pytest.fixture(scope='session')
@@ -95,7 +110,7 @@ def tiny_graph(tiny_spec):
 VARIANT_EDITS = {
     'seed': lambda s: s['weights'].update(stage_seeds={'vision': 7}),
     'fp16': lambda s: s['stages']['vision'].update(precision='fp16'),
-    'area': lambda s: s['policy']['glue'].update(interpolation='area'),
+    'area': lambda s: s['policy']['options']['glue'].update(interpolation='area'),
     'one_length': lambda s: s['fusion'].update(text_lengths=[]),  # every prompt at 96 tokens
     'no_passes': lambda s: s.pop('passes'),  # the prototype's modules as they are
     'split_prefix': lambda s: s['fusion'].update(split_after=['prefix']),  # its own group
@@ -130,9 +145,10 @@ def tiny_variant(tmp_path_factory):
 
 @pytest.fixture
 def make_harness():
-    """make_harness(artifact, sim=True, node_env=None, **node_params) -> a started RosHarness:
-    vla_node as a process (node_env: more environment for it) plus a simulated arm, a lifecycle
-    driver and probes here (stopped after the test)."""
+    """make_harness(artifact, sim=True, node_env=None, sim_params=None, **node_params) -> a
+    started RosHarness: vla_node as a process (node_env: more environment for it) plus a
+    simulated arm (sim_params: its parameters, e.g. cameras), a lifecycle driver and probes
+    here (stopped after the test)."""
     from ros_harness import RosHarness
     made = []
 

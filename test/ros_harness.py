@@ -23,7 +23,7 @@ from rclpy.parameter import Parameter
 
 class RosHarness:
     def __init__(self, artifact: str, sim: bool = True, node_env: dict | None = None,
-                 **node_params):
+                 sim_params: dict | None = None, **node_params):
         from diagnostic_msgs.msg import DiagnosticArray
         from lifecycle_msgs.srv import ChangeState, GetState
         from std_msgs.msg import Float64MultiArray
@@ -43,7 +43,8 @@ class RosHarness:
         self.context = rclpy.Context()
         rclpy.init(context=self.context)
         self.driver = Node('test_driver', context=self.context)
-        self.sim = SimRobot(context=self.context) if sim else None
+        self.sim = SimRobot(context=self.context, parameter_overrides=[
+            Parameter(k, value=v) for k, v in (sim_params or {}).items()]) if sim else None
         self.commands, self.diagnostics, self.profiles, self.latency = [], [], [], []
         d = self.driver
         self.command_sub = d.create_subscription(
@@ -132,6 +133,30 @@ class RosHarness:
                 return False
             time.sleep(0.05)
         return True
+
+    def node_rate(self, seconds: float = 6.0, timeout: float = 60.0) -> tuple:
+        """(cadence Hz, published Hz) over `seconds` of the node's own clock, from the 10th
+        latency message on (past the episode's first ticks).
+
+        Each command's latency message carries the node's tick time and the index of that
+        command among those the node published, so the rate is measured on the node's clock
+        (not from this busy test process's receive times) and a message lost on the way is a
+        gap in the indices, not a slow loop. Cadence: the median interval between consecutive
+        commands (robust to a late tick and its catch-up). Published: commands per second of
+        node time (the timer drops the ticks of a process kept off the CPU for longer than a
+        period, which happens on a loaded two-core machine)."""
+        import numpy as np
+
+        from lamp_ros.node.vla_node import LATENCY_LAYOUT
+        tick, index = LATENCY_LAYOUT.index('tick_s'), LATENCY_LAYOUT.index('command_index')
+        first = len(self.latency) + 10
+        if not self.wait_for(lambda: len(self.latency) > first + 1 and self.latency[-1].data[
+                tick] - self.latency[first].data[tick] >= seconds, timeout):
+            raise TimeoutError(f'{seconds} s of commands did not come in {timeout} s\n'
+                               f'--- node log ---\n{self.log()}')
+        t, i = np.array([(m.data[tick], m.data[index]) for m in self.latency[first:]]).T
+        cadence = 1.0 / np.median(np.diff(t)[np.diff(i) == 1])
+        return cadence, (i[-1] - i[0]) / (t[-1] - t[0])
 
     @classmethod
     def wait_quiet(cls, count, quiet: float, timeout: float) -> bool:

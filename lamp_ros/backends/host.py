@@ -10,7 +10,9 @@ import time
 
 import numpy as np
 
+from lamp_ros.artifact.manifest import ArtifactError
 from lamp_ros.backends.base import GroupBuild
+from lamp_ros.ops.plugins import HostModuleError, import_user_modules, user_modules
 from lamp_ros.ops.registry import get_host_op, HOST_OPS
 
 NAME = 'host'
@@ -21,7 +23,8 @@ def supports(node) -> tuple:
     if node.kind == 'model':
         return False, 'model stages need a compiled backend (onnxruntime, tensorrt, cuda)'
     if node.op not in HOST_OPS:
-        return False, f'no host operator registered under {node.op!r}'
+        return False, (f'no host operator registered under {node.op!r} (a policy registers its '
+                       'own with host_op: docs/own-policy.md)')
     return True, 'registered host operator'
 
 
@@ -39,8 +42,9 @@ def compile(ctx) -> GroupBuild:
     for node_id in ctx.group.nodes:
         node = ctx.graph.node(node_id)
         get_host_op(node.op).factory(op_attrs(node), resources)
-    return GroupBuild(files=(), metadata={
-        'ops': {n: ctx.graph.node(n).op for n in ctx.group.nodes}})
+    ops = {n: ctx.graph.node(n).op for n in ctx.group.nodes}
+    modules = user_modules(ops.values())
+    return GroupBuild(files=(), metadata={'ops': ops, **({'modules': modules} if modules else {})})
 
 
 def bind(ports, values, consts) -> dict:
@@ -104,4 +108,8 @@ class HostRunner:
 
 
 def load(group, ctx):
+    try:  # a policy's own operators: their modules, as built (ops/plugins.py)
+        import_user_modules(group.build.get('modules', {}))
+    except HostModuleError as exc:
+        raise ArtifactError(f'plan.json group {group.name}: {exc}') from exc
     return HostRunner(group, ctx.graph, ctx.resources, ctx.state, ctx.arena, ctx.profiler)

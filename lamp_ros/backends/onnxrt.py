@@ -23,6 +23,7 @@ on the run side.
 """
 
 import dataclasses
+from contextlib import contextmanager
 import os
 import warnings
 
@@ -90,6 +91,19 @@ def _weights_for_precision(ctx):
     return modules, dtype, {n: rel for n in ctx.group.nodes}
 
 
+@contextmanager
+def without_fastpath(torch):
+    """torch.nn's transformer layers, in inference, take a fused "fast path" (nested tensors,
+    `aten::_native_multi_head_attention`) that no exporter can write; off, they run as their
+    plain operators, the same function. Restored afterwards."""
+    was = torch.backends.mha.get_fastpath_enabled()
+    torch.backends.mha.set_fastpath_enabled(False)
+    try:
+        yield
+    finally:
+        torch.backends.mha.set_fastpath_enabled(was)
+
+
 def export_onnx(ctx, path: str, weights: tuple, length: tuple | None = None) -> dict:
     """Export the group to `path` with weights as external data in safetensors files;
     return {initializer name: {'file': relative path, 'tensor': name in that file}}.
@@ -110,7 +124,7 @@ def export_onnx(ctx, path: str, weights: tuple, length: tuple | None = None) -> 
         args = axis.cut(ctx.group.inputs, args, n)
     ctx.say(f'{ctx.group.name}: torch.onnx.export ({len(ctx.group.nodes)} stages)' +
             (f' at {length[1]} prompt tokens' if length else ''))
-    with torch.no_grad(), warnings.catch_warnings():
+    with torch.no_grad(), warnings.catch_warnings(), without_fastpath(torch):
         # The TorchScript exporter is deprecated but 10x faster here; the choice is deliberate.
         warnings.simplefilter('ignore', DeprecationWarning)
         torch.onnx.export(module, tuple(args), path, dynamo=False, opset_version=OPSET,

@@ -69,9 +69,10 @@ def _check(stack, cameras, max_frames: dict) -> None:
     interpolations = sorted({n.attrs['interpolation'] for n in cameras.values()})
     if interpolations != [INTERPOLATION]:
         raise ValueError(f'fusion.device_letterbox: the device reproduces OpenCV\'s '
-                         f'{INTERPOLATION} resize byte for byte and no other; set '
-                         f'policy.glue.interpolation: {INTERPOLATION} (the spec has '
-                         f'{", ".join(interpolations)})')
+                         f'{INTERPOLATION} resize byte for byte and no other; the cameras\' '
+                         f'preprocess_image must resize with {INTERPOLATION} (they use '
+                         f'{", ".join(interpolations)}: the policy\'s option, for pi0.5 '
+                         f'policy.options.glue.interpolation)')
     if set(max_frames) != set(slots):
         raise ValueError(f'fusion.device_letterbox: give the largest frame [height, width] of '
                          f'each camera slot {slots}, got {sorted(max_frames)}')

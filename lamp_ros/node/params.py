@@ -6,14 +6,14 @@ config/vla.yaml sets the same names; `describe()` feeds the ParameterDescriptors
 
 from dataclasses import dataclass
 
-DEFAULT_CAMERAS = ['/camera/base/image_raw=base', '/camera/left_wrist/image_raw=left_wrist',
-                   '/camera/right_wrist/image_raw=right_wrist']
+DEFAULT_CAMERAS = ['']  # one topic per camera slot of the artifact: /camera/<slot>/image_raw
 
 PARAMETERS = {
     'artifact': ('artifacts/pi05_tiny', 'path of the compiled artifact directory'),
     'device': ('', 'runtime device; empty: the artifact target default (cpu, cuda:0)'),
     'rate_hz': (0.0, 'control rate: one command per tick; 0: the artifact\'s (abi.rate_hz)'),
-    'cameras': (DEFAULT_CAMERAS, 'camera topics as "topic=slot"; slots from the artifact ABI'),
+    'cameras': (DEFAULT_CAMERAS, 'camera topics as "topic=slot" (slots from the artifact ABI); '
+                                 '[""]: /camera/<slot>/image_raw for each slot'),
     'image_transport': ('raw', 'raw (sensor_msgs/Image) or compressed (CompressedImage on '
                                '<topic>/compressed)'),
     'joint_states_topic': ('/joint_states', 'sensor_msgs/JointState input'),
@@ -54,7 +54,7 @@ def check(name: str, value) -> str:
     if name in ('rate_hz', 'chunk_replan_at', 'smoothing_alpha', 'clamp_max_step',
                 'inference_threads') and value < 0:
         return f'{name}: must be >= 0 (0 keeps the artifact value), got {value}'
-    if name == 'cameras':
+    if name == 'cameras' and list(value) != DEFAULT_CAMERAS:
         bad = [c for c in value if c.count('=') != 1 or not all(c.split('='))]
         if bad:
             return f'cameras: entries must be "topic=slot", got {bad}'
@@ -73,11 +73,14 @@ class NodeConfig:
         except KeyError as exc:
             raise AttributeError(name) from exc
 
-    @property
-    def camera_topics(self) -> dict:
-        """slot -> topic (with /compressed for the compressed transport)."""
+    def camera_topics(self, slots) -> dict:
+        """slot -> topic (with /compressed for the compressed transport); `slots`, the
+        artifact's, name the topics when the parameter is left at its default."""
         suffix = '/compressed' if self.values['image_transport'] == 'compressed' else ''
-        return {c.split('=')[1]: c.split('=')[0] + suffix for c in self.values['cameras']}
+        pairs = [c.split('=') for c in self.values['cameras']] \
+            if list(self.values['cameras']) != DEFAULT_CAMERAS else \
+            [(f'/camera/{slot}/image_raw', slot) for slot in slots]
+        return {slot: topic + suffix for topic, slot in pairs}
 
     def overrides(self) -> dict:
         """Runtime overrides of the stateful operators from the non-default parameters."""

@@ -94,7 +94,7 @@ class VlaNode(LifecycleNode):
             raise ValueError(f'joint_names {joints} do not match the artifact ABI '
                              f'{artifact_joints}')
         self.joint_names = joints
-        slots = cfg.camera_topics
+        slots = cfg.camera_topics(self.runtime.camera_slots)
         unknown = sorted(set(slots) - set(self.runtime.camera_slots))
         if unknown:
             raise ValueError(f'cameras: slots {unknown} are not in the artifact ABI '

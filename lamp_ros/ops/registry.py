@@ -20,6 +20,7 @@ from lamp_ros.ops.noise import sample_noise
 from lamp_ros.ops.normalize import QuantileStats, quantile_normalize, unnormalize_actions
 from lamp_ros.ops.prompt import discretize_state, tokenize_pi05
 from lamp_ros.ops.smoother import Smoother
+from lamp_ros.ops.standardize import MeanStdStats, standardize, unstandardize
 from lamp_ros.ops.tokenizer import Tokenizer
 
 
@@ -28,14 +29,22 @@ class HostOp:
     factory: Callable      # (attrs, resources) -> run or (init_state, run)
     stateful: bool = False
     optional: tuple = ()   # inputs that may be absent (None): a missing camera, no new chunk
+    module: str = ''       # the module that registered it (ops/plugins.py: user operators)
 
 
 HOST_OPS = {}
 
 
 def host_op(name: str, stateful: bool = False, optional: tuple = ()):
+    """Register `factory(attrs, resources)` as the host operator `name` (a graph node's op).
+    A policy's own glue registers here too, from its own module (ops/plugins.py says how the
+    artifact records that module and the runtime imports it)."""
     def register(factory):
-        HOST_OPS[name] = HostOp(factory, stateful, optional)
+        known = HOST_OPS.get(name)
+        if known is not None and known.module != factory.__module__:
+            raise ValueError(f'host op {name!r}: already registered by {known.module}; '
+                             f'{factory.__module__} must name its own')
+        HOST_OPS[name] = HostOp(factory, stateful, optional, factory.__module__)
         return factory
     return register
 
@@ -50,6 +59,18 @@ def get_host_op(name: str) -> HostOp:
 def _normalize_state(attrs, resources):
     stats = QuantileStats.from_dict(attrs['stats'], 'normalize_state.stats')
     return lambda state: (quantile_normalize(state, stats),)
+
+
+@host_op('standardize')
+def _standardize(attrs, resources):
+    stats = MeanStdStats.from_dict(attrs['stats'], 'standardize.stats')
+    return lambda x: (standardize(x, stats),)
+
+
+@host_op('unstandardize')
+def _unstandardize(attrs, resources):
+    stats = MeanStdStats.from_dict(attrs['stats'], 'unstandardize.stats')
+    return lambda x: (unstandardize(x, stats),)
 
 
 @host_op('discretize_state')

@@ -42,7 +42,7 @@ class StageChoice:
 @dataclass(frozen=True)
 class Spec:
     name: str
-    policy: dict        # entry, preset, glue
+    policy: dict        # entry ('module:function'), options (the policy's own, it checks them)
     weights: dict       # seed + stage_seeds, or file
     control: dict       # rate_hz, chunker, smoother, clamp
     target: str
@@ -112,8 +112,15 @@ def parse_spec(d: dict, source: str = '') -> Spec:
         if key not in d:
             raise SpecError(f'{key}: missing')
     policy = d['policy']
-    check_keys(policy, {'entry', 'preset', 'glue'}, 'policy')
-    check_keys(policy.get('glue', {}), {'interpolation', 'noise_seed'}, 'policy.glue')
+    check_keys(policy, {'entry', 'options'}, 'policy')
+    entry = policy.get('entry')
+    if not isinstance(entry, str) or entry.count(':') != 1 or not all(entry.split(':')):
+        raise SpecError(f"policy.entry: 'module:function' that builds the pipeline, got "
+                        f'{entry!r}')
+    if not isinstance(policy.get('options', {}), dict):
+        raise SpecError(f'policy.options: a mapping (the policy checks its keys), got '
+                        f'{policy["options"]!r}')
+    policy = {'entry': entry, 'options': dict(policy.get('options') or {})}
     weights = d.get('weights', {'seed': 0})
     check_keys(weights, {'seed', 'stage_seeds', 'file'}, 'weights')
     if 'file' in weights and ('seed' in weights or 'stage_seeds' in weights):

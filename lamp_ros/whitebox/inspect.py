@@ -91,13 +91,17 @@ def inspect_artifact(path: str) -> dict:
         parity = {'passed': parity['passed'], 'tolerance': parity['tolerance'],
                   'samples': len(parity['samples']), 'worst': parity['worst']}
     files = {**manifest['files'], **manifest.get('volatile', {})}
+    user_ops = [{'module': module, 'sha256': entry['sha256'], 'ops': entry['ops'],
+                 'group': g.name}
+                for g in plan.groups for module, entry in g.build.get('modules', {}).items()]
     return {
         'artifact_id': manifest['artifact_id'], 'name': manifest.get('name', ''),
         'path': root, 'schema_version': manifest['schema_version'],
         'target': manifest['target'], 'created_by': manifest.get('created_by', {}),
         'abi': manifest['abi'],
         'files': {'count': len(files), 'bytes': sum(e['size'] for e in files.values())},
-        'groups': groups, 'nodes': nodes, 'coverage': plan.coverage, 'memory': memory,
+        'groups': groups, 'nodes': nodes, 'user_ops': user_ops,
+        'coverage': plan.coverage, 'memory': memory,
         'parity': parity, 'profile': profile_summary(read_evidence(root, PROFILE)),
     }
 
@@ -127,9 +131,15 @@ def print_inspect(report: dict, console: Console) -> None:
     rows = [('input', v, _type_text(t)) for v, t in abi['inputs'].items()]
     rows += [('output', v, _type_text(t)) for v, t in abi['outputs'].items()]
     rows += [('state', v, _type_text(t)) for v, t in abi['state'].items()]
-    console.print(_table(f'ABI: cameras {", ".join(abi["camera_slots"])}; '
-                         f'{len(abi["joint_names"])} joints; {abi["rate_hz"]} Hz',
+    prompt = '; a task prompt' if abi.get('prompt', 'prompt' in abi['inputs']) else '; no prompt'
+    console.print(_table(f'ABI: cameras {", ".join(abi["camera_slots"]) or "none"}; '
+                         f'{len(abi["joint_names"])} joints{prompt}; {abi["rate_hz"]} Hz',
                          ('role', 'value', 'type'), rows))
+    if report['user_ops']:  # ops/plugins.py: imported and checked when the artifact loads
+        console.print(_table('host operators from outside lamp_ros',
+                             ('module', 'sha256 of its source', 'operators', 'group'),
+                             [(u['module'], u['sha256'][:16], ', '.join(u['ops']), u['group'])
+                              for u in report['user_ops']]))
     console.print(_table('groups (execution order)',
                          ('group', 'backend', 'precision', 'device', 'phase', 'nodes', 'members'),
                          [(g['name'], g['backend'], g['precision'], g['device'], g['phase'],

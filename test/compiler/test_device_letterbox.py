@@ -41,8 +41,9 @@ MAX_FRAMES = {'base': [480, 640], 'left_wrist': [224, 224], 'right_wrist': [224,
 def _spec(interpolation='linear_exact', **fusion):
     """The tiny cuda spec (device letterbox on, linear_exact), changed."""
     spec = load_spec(SPEC)
-    glue = {**spec.policy['glue'], 'interpolation': interpolation}
-    return type(spec)(**{**spec.__dict__, 'policy': {**spec.policy, 'glue': glue},
+    options = spec.policy['options']
+    options = {**options, 'glue': {**options['glue'], 'interpolation': interpolation}}
+    return type(spec)(**{**spec.__dict__, 'policy': {**spec.policy, 'options': options},
                          'fusion': {**spec.fusion, **fusion}})
 
 
@@ -181,7 +182,7 @@ def test_needs_linear_exact_and_every_camera(rewritten):
     graph = trace_pipeline(pipeline, example_observation(pipeline.policy.norm_stats),
                            export=False)
     on_frames = REWRITES.letterbox_stage
-    with pytest.raises(ValueError, match='set policy.glue.interpolation: linear_exact'):
+    with pytest.raises(ValueError, match='preprocess_image must resize with linear_exact'):
         letterbox_on_device(graph, modules, MAX_FRAMES, dict(example), on_frames)
     with pytest.raises(ValueError, match=r"each camera slot \['base', 'left_wrist', "):
         letterbox_on_device(before, modules, {'base': [480, 640]}, dict(example), on_frames)

@@ -24,6 +24,8 @@ def test_committed_spec_loads():
 @pytest.mark.parametrize('edit,key', [
     (lambda d: d.update(colour='red'), 'colour: unknown key'),
     (lambda d: d['policy'].update(presett='x'), 'policy.presett: unknown key'),
+    (lambda d: d['policy'].update(entry='no_function'), "policy.entry: 'module:function'"),
+    (lambda d: d['policy'].update(options=[1]), 'policy.options: a mapping'),
     (lambda d: d['control'].update(rate=3), 'control.rate: unknown key'),
     (lambda d: d['stages']['vision'].update(backend='tensorrt'),
      "stages.vision.backend: 'tensorrt' is not available for target 'cpu'"),
@@ -69,7 +71,7 @@ def test_missing_file_and_bad_yaml(tmp_path):
 
 def test_full_and_gpu_specs_load():
     full = load_spec('config/specs/pi05_full.yaml')
-    assert full.target == 'cuda' and full.policy['preset'] == 'pi05_full'
+    assert full.target == 'cuda' and full.policy['options']['preset'] == 'pi05_full'
     assert {full.choice(op).precision for op in ('vision', 'prefix', 'denoise')} == {'bf16'}
     from lamp_ros.policies.pi05.passes import PASS_NAMES
     assert full.passes == {name: True for name in PASS_NAMES}  # fp8_prefix_mlp included

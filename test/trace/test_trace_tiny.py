@@ -123,7 +123,9 @@ def test_unhashed_trace_is_hashed_by_record_passes_as_the_trace_would():
 def test_interpolation_change_changes_only_preprocessing():
     base = _hashes()
     spec = load_spec(SPEC)
-    changed = _hashes(policy={**spec.policy, 'glue': {'interpolation': 'area'}})
+    options = spec.policy['options']
+    changed = _hashes(policy={**spec.policy, 'options': {
+        **options, 'glue': {**options['glue'], 'interpolation': 'area'}}})
     assert {k for k in base if base[k] != changed[k]} == {
         'preprocess_image.base', 'preprocess_image.left_wrist', 'preprocess_image.right_wrist'}
 

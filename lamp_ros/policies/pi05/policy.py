@@ -88,7 +88,8 @@ class Pi05Policy:
         return PolicyInterface(self.config.camera_slots, self.joint_names, prompt=True,
                                camera_sizes=DEFAULT_SIZES,
                                state_low=tuple(map(float, self.norm_stats.state.q01)),
-                               state_high=tuple(map(float, self.norm_stats.state.q99)))
+                               state_high=tuple(map(float, self.norm_stats.state.q99)),
+                               action_horizon=self.config.action_horizon)
 
     @property
     def resources(self) -> dict:
