@@ -96,7 +96,9 @@ def _bench(args) -> int:
 
 def _record(args) -> int:
     from lamp_ros.regress.record import record
+    from lamp_ros.regress.topics import recorded
     result = record(args.out, args.duration, storage=args.storage,
+                    topic_types=recorded(args.cameras),
                     on_match=lambda topic: print(f'matched {topic}', flush=True))
     stopped = ', stopped by a signal' if result['stopped'] == 'signal' else ''
     print(f'recorded {result["messages"]} messages -> {result["bag"]} ({result["storage"]})'
@@ -220,6 +222,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('--duration', type=float, default=10.0,
                    help='seconds (Ctrl-C or SIGTERM stops it sooner, the bag closed)')
     p.add_argument('--storage', choices=('mcap', 'sqlite3'), default='mcap')
+    p.add_argument('--cameras', nargs='+', default=['base', 'left_wrist', 'right_wrist'],
+                   help='camera slots to record (/camera/<slot>/image_raw, raw and compressed); '
+                   'default: the simulated arm\'s')
     p.set_defaults(func=_record)
 
     p = sub.add_parser('replay', help='replay a bag through an artifact and compare commands')

@@ -51,6 +51,8 @@ class ControlPipeline:
         """Merge a new chunk (if any) into the plan, then pick the action for tick time t."""
         state = self.state['chunker']
         if chunk is not None:
+            if hasattr(chunk, 'detach'):  # a model stage's tensor, handed on as it came
+                chunk = chunk.detach().cpu().numpy()
             state = self.chunker.merge(state, chunk, t_obs, t)
         action, _ = self.chunker.action_at(state, t)
         self.state['chunker'] = state

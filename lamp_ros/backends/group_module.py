@@ -19,13 +19,19 @@ def group_module(graph, group, modules, compute_dtype=None):
     class GroupModule(nn.Module):
         def __init__(self):
             super().__init__()
-            self.stages = nn.ModuleDict({n: modules[n] for n in group.nodes})
+            # Stages under their node ids (weights named `stages.<node>.<param>`). A node id
+            # may be any name a policy chose, `double` or `to` included, which nn.ModuleDict
+            # refuses as clashing with nn.Module's own attributes: the container registers
+            # them directly and forward looks them up by key, never as attributes.
+            self.stages = nn.Module()
+            for node_id in group.nodes:
+                self.stages._modules[node_id] = modules[node_id]
 
         def forward(self, *inputs):
             env = dict(zip(group.inputs, (cast(x, compute_dtype) for x in inputs)))
             for node_id in group.nodes:
                 node = graph.node(node_id)
-                outs = self.stages[node_id](*[env[v] for v in node.inputs])
+                outs = self.stages._modules[node_id](*[env[v] for v in node.inputs])
                 env.update(zip(node.outputs, outs if isinstance(outs, tuple) else (outs,)))
             out_dtype = torch.float32 if compute_dtype is not None else None
             return tuple(cast(env[v], out_dtype) for v in group.outputs)

@@ -229,7 +229,7 @@ class OrtRunner:
                                      f'{group.name}')
                 names.append(name)
                 self._weights.append(
-                    ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(tensors[key])))
+                    ort.OrtValue.ortvalue_from_numpy(np.require(tensors[key], requirements='C')))
         providers = ['CPUExecutionProvider']
         if device.startswith('cuda') and 'CUDAExecutionProvider' in ort.get_available_providers():
             providers.insert(0, 'CUDAExecutionProvider')
@@ -282,7 +282,7 @@ class OrtRunner:
             return dict(zip(self.outputs, results))
         binding = session.io_binding()
         for name in self.inputs:
-            binding.bind_cpu_input(name, np.ascontiguousarray(feeds[name]))
+            binding.bind_cpu_input(name, np.require(feeds[name], requirements='C'))
         for name in self.outputs:
             buf = out[name]
             binding.bind_output(name, 'cpu', 0, buf.dtype, list(buf.shape), buf.ctypes.data)

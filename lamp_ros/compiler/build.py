@@ -30,6 +30,7 @@ from lamp_ros.compiler.memory import memory_plan
 from lamp_ros.compiler.parity import run_parity
 from lamp_ros.compiler.rewrites import enabled_passes, rewrites_for, run_passes
 from lamp_ros.compiler.record_passes import record_passes, stage_modules
+from lamp_ros.compiler.spec_fit import check_spec_fits
 from lamp_ros.compiler.partition import assign, partition, phases
 from lamp_ros.compiler.coverage import coverage
 from lamp_ros.spec import load_spec
@@ -73,7 +74,7 @@ def _save_tensors(root: str, rel: str, tensors: dict) -> None:
     import numpy as np
     path = os.path.join(root, rel)
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    save_file({k: np.ascontiguousarray(v) for k, v in sorted(tensors.items())}, path)
+    save_file({k: np.require(v, requirements='C') for k, v in sorted(tensors.items())}, path)
 
 
 def write_weights(root: str, modules: dict) -> None:
@@ -146,11 +147,16 @@ def compile_spec(spec_path: str, out: str, progress=None,
     rewritten = bool(applied or letterbox)
     graph = trace_pipeline(pipeline, obs, export=not rewritten, name=spec.name, progress=say,
                            values_out=example, hash_weights=not rewritten)
+    check_spec_fits(spec, graph)
     done('trace')
-    modules, results = stage_modules(graph, pipeline.policy), {}
+    modules, results, idle = stage_modules(graph, pipeline.policy), {}, []
     if applied:
         say(f'graph passes: {", ".join(applied)}')
         modules, results = run_passes(rewrites, modules, spec.passes)
+        idle = [name for name, result in results.items() if not result.changed]
+        if idle:  # switched on, found nothing to do: not recorded as applied
+            say(f'graph passes that changed nothing here: {", ".join(idle)}')
+        applied = tuple(name for name, result in results.items() if result.changed)
     if letterbox:
         say('device letterbox: ' + ', '.join(f'{s} up to {h}x{w}'
                                              for s, (h, w) in letterbox.items()))
@@ -212,6 +218,7 @@ def compile_spec(spec_path: str, out: str, progress=None,
         _dump(root, 'evidence/build.json', {'stage_seconds': timings, 'tools': versions,
                                             'spec': os.path.basename(spec_path),
                                             'measure_tiles': measure_tiles,
+                                            'passes_without_effect': idle,
                                             'groups': group_evidence})
         manifest = write_manifest(root, spec.target, abi, versions, spec.name)
         for base, dirs, files in os.walk(root):  # mkdtemp/safetensors create private modes

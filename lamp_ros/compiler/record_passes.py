@@ -35,6 +35,7 @@ def record_passes(graph: Graph, modules: dict, results: dict, example: dict | No
     pass changed its module or the trace left them unhashed.
     """
     from lamp_ros.trace.export import export_module, weight_hashes
+    from lamp_ros.trace.stage import module_device
 
     nodes = []
     for node in graph.nodes:
@@ -53,7 +54,7 @@ def record_passes(graph: Graph, modules: dict, results: dict, example: dict | No
         if example is not None:
             if progress:
                 progress(f'torch.export {node.id}')
-            device = next(module.parameters()).device
+            device = module_device(module)
             args = [_as_tensor(example[v], device) for v in node.inputs]
             _, sub, _ = export_module(module, args)
             node = replace(node, subgraph=sub, meta={**node.meta, 'op_counts': sub.op_counts})

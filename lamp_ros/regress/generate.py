@@ -58,7 +58,7 @@ def generate_bag(artifact: str, out: str, seconds: float = 3.0, size=(128, 96),
     runtime = Runtime.load(artifact, execution='sync')
     joints = runtime.joint_names
     period = 1.0 / runtime.rate_hz
-    engine = ControlEngine(runtime, topics.SLOTS, joints, prompt, 0.5, 0.25)
+    engine = ControlEngine(runtime, runtime.camera_slots, joints, prompt, 0.5, 0.25)
     engine.start((EPOCH_NS - round(period * 1e9)) * 1e-9)
     writer = BagWriter(out, storage)
     q = np.zeros(len(joints))
@@ -68,7 +68,7 @@ def generate_bag(artifact: str, out: str, seconds: float = 3.0, size=(128, 96),
         t_ns = EPOCH_NS + t_rel
         now = t_ns * 1e-9
         if kind == 'cameras':
-            for slot, topic in topics.CAMERAS.items():
+            for slot, topic in ((s, topics.camera_topic(s)) for s in runtime.camera_slots):
                 rgb = render(slot, size[0], size[1], t_rel * 1e-9, q)
                 msg = T[topics.COMPRESSED](header=_header(t_ns, f'{slot}_camera'),
                                            format='jpeg', data=_jpeg(rgb, quality))

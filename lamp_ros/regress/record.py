@@ -34,7 +34,7 @@ def record(out: str, duration: float, storage: str = 'mcap', topic_types=None,
     from rclpy.qos import qos_profile_sensor_data
     from rclpy.signals import SignalHandlerOptions
 
-    topic_types = topic_types or topics.RECORDED
+    topic_types = topic_types or topics.recorded()
     own = context is None
     if own:
         context = rclpy.Context()

@@ -25,11 +25,14 @@ from lamp_ros.regress import topics
 from lamp_ros.regress.bag import BagError, read_bag
 
 
-def bag_layout(messages) -> dict:
-    """slot -> (topic, compressed), the command topic and type; errors name what is missing."""
+def bag_layout(messages, slots=None) -> dict:
+    """slot -> (topic, compressed), the command topic and type; errors name what is missing.
+    `slots`: the artifact's camera slots; None: every camera topic the bag holds."""
     present = {m.topic: m.msgtype for m in messages}
+    if slots is None:
+        slots = sorted({s for s in map(topics.camera_slot, present) if s is not None})
     cameras, missing = {}, []
-    for slot, topic in topics.CAMERAS.items():
+    for slot, topic in ((s, topics.camera_topic(s)) for s in slots):
         if topic in present:
             cameras[slot] = (topic, False)
         elif f'{topic}/compressed' in present:
@@ -159,14 +162,14 @@ def replay(bag: str, artifact: str, prompt: str = DEFAULT_PROMPT, atol: float = 
     """Deterministic replay of `bag` through `artifact`; see the module docstring."""
     from lamp_ros.runtime import Runtime
     messages = read_bag(bag)
-    layout = bag_layout(messages)
+    runtime = Runtime.load(artifact, execution='sync')
+    layout = bag_layout(messages, runtime.camera_slots)
     if golden:
         with open(golden, encoding='utf-8') as f:
             expected = json.load(f)['commands']
     elif layout['command'] is None:
         raise BagError(f'{bag}: no recorded commands on {list(topics.COMMAND_TOPICS)} and no '
                        'golden file to compare with')
-    runtime = Runtime.load(artifact, execution='sync')
     engine = _engine(runtime, layout, prompt, max_age, max_skew)
     tick_msgs = ticks(messages, layout)
     if not tick_msgs:
@@ -219,11 +222,11 @@ def localize(bag: str, artifact: str, against: str, prompt: str = DEFAULT_PROMPT
     from lamp_ros.artifact.compare import compare
     from lamp_ros.runtime import Runtime
     messages = read_bag(bag)
-    layout = bag_layout(messages)
+    runtimes = [Runtime.load(a, execution='sync') for a in (artifact, against)]
+    layout = bag_layout(messages, runtimes[0].camera_slots)
     tick_msgs = ticks(messages, layout)
     if not tick_msgs:
         raise BagError(f'{bag}: no command messages to replay against')
-    runtimes = [Runtime.load(a, execution='sync') for a in (artifact, against)]
     engines = [_engine(rt, layout, prompt, max_age, max_skew) for rt in runtimes]
     start = tick_msgs[0].t_ns * 1e-9 - 1.0 / runtimes[0].rate_hz
     for engine in engines:

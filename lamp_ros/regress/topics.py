@@ -7,19 +7,36 @@ TRAJECTORY = 'trajectory_msgs/msg/JointTrajectory'
 FLOAT_ARRAY = 'std_msgs/msg/Float64MultiArray'
 DIAGNOSTICS = 'diagnostic_msgs/msg/DiagnosticArray'
 
-SLOTS = ('base', 'left_wrist', 'right_wrist')
-CAMERAS = {slot: f'/camera/{slot}/image_raw' for slot in SLOTS}
+SLOTS = ('base', 'left_wrist', 'right_wrist')  # the simulated arm's cameras (lamp sim's default)
 JOINTS_TOPIC = '/joint_states'
 COMMAND_TOPICS = {'/vla_policy/joint_trajectory': TRAJECTORY,
                   '/vla_policy/commands': FLOAT_ARRAY}
-RECORDED = {
-    **{topic: IMAGE for topic in CAMERAS.values()},
-    **{f'{topic}/compressed': COMPRESSED for topic in CAMERAS.values()},
-    JOINTS_TOPIC: JOINT_STATE,
-    **COMMAND_TOPICS,
-    '/vla_policy/command_latency': FLOAT_ARRAY,
-    '/diagnostics': DIAGNOSTICS,
-}
+
+
+def camera_topic(slot: str) -> str:
+    """vla_node's default topic for a camera slot (node/params.py: cameras [""])."""
+    return f'/camera/{slot}/image_raw'
+
+
+def camera_slot(topic: str) -> str | None:
+    """The slot of a default camera topic (raw or /compressed), else None."""
+    parts = topic.removesuffix('/compressed').split('/')
+    if len(parts) == 4 and parts[0] == '' and parts[1] == 'camera' and parts[3] == 'image_raw':
+        return parts[2]
+    return None
+
+
+def recorded(slots=SLOTS) -> dict:
+    """{topic: type} a recording holds: each camera slot's topic (raw and compressed), the
+    joint states, the node's commands and latency messages, the diagnostics."""
+    return {
+        **{camera_topic(slot): IMAGE for slot in slots},
+        **{f'{camera_topic(slot)}/compressed': COMPRESSED for slot in slots},
+        JOINTS_TOPIC: JOINT_STATE,
+        **COMMAND_TOPICS,
+        '/vla_policy/command_latency': FLOAT_ARRAY,
+        '/diagnostics': DIAGNOSTICS,
+    }
 
 
 def command_positions(msg, msgtype: str):

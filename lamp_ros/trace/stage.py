@@ -39,6 +39,16 @@ def stage(op: str, kind: str, outputs=('out',), attrs=None, key=None, state=None
     return mark
 
 
+def module_device(module):
+    """Where a module's tensors live: its first parameter's device, else its first buffer's,
+    else the CPU (a stage without weights, e.g. a fixed resize or a softmax, is a model stage
+    too)."""
+    import torch
+    for tensor in (*module.parameters(), *module.buffers()):
+        return tensor.device
+    return torch.device('cpu')
+
+
 def model_stage(op: str, module: str, outputs=('out',)):
     """A method that runs `self.<module>(*args)` on tensors, marked as model stage `op`."""
     get_module = operator.attrgetter(module)
@@ -46,7 +56,7 @@ def model_stage(op: str, module: str, outputs=('out',)):
     def run(self, *args):
         import torch  # model stages only exist on the compile side and in the eager reference
         mod = get_module(self)
-        device = next(mod.parameters()).device
+        device = module_device(mod)
         tensors = [a if isinstance(a, torch.Tensor) else torch.as_tensor(a, device=device)
                    for a in args]
         with torch.inference_mode():

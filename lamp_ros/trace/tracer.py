@@ -191,10 +191,11 @@ def _finish_model_stages(rec: _Recorder, export: bool, progress, hash_weights: b
     import torch
 
     from lamp_ros.trace.export import export_module, weight_hashes
+    from lamp_ros.trace.stage import module_device
     nodes = {n.id: n for n in rec.nodes}
     for node_id, obj, spec, args in rec.calls:
         module = operator.attrgetter(spec.module)(obj)
-        device = next(module.parameters()).device
+        device = module_device(module)
         tensors = [a if isinstance(a, torch.Tensor) else torch.as_tensor(a, device=device)
                    for a in args]
         node = replace(nodes[node_id], weights=weight_hashes(module) if hash_weights else {},

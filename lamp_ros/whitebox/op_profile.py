@@ -85,7 +85,7 @@ def ort_op_profile(group, root: str, feeds: dict, runs: int = 5) -> dict:
         runner = OrtRunner(group, root, 'cpu',  # keeps the weights alive with the session
                            profile_prefix=os.path.join(workdir, group.name))
         session, inputs = runner.session_for(feeds)  # at the prompt's length
-        inputs = {v: np.ascontiguousarray(inputs[v]) for v in group.inputs}
+        inputs = {v: np.require(inputs[v], requirements='C') for v in group.inputs}
         for _ in range(max(runs, 1) + 1):
             session.run(None, inputs)
         written = {s: s.end_profiling() for s in runner.sessions.values()}

@@ -70,7 +70,7 @@ class HostInputs:
             if view is None:
                 if value.dtype.kind != 'f':
                     raise ValueError(f'{name}: {value.dtype} values for a bfloat16 input')
-                buffer.copy_(self.torch.from_numpy(np.ascontiguousarray(value)))
+                buffer.copy_(self.torch.from_numpy(np.require(value, requirements='C')))
             elif not np.can_cast(value.dtype, view.dtype, 'same_kind'):
                 raise ValueError(f'{name}: {value.dtype} values for a {view.dtype} input')
             else:

@@ -74,3 +74,17 @@ def test_its_options_are_its_own():
                                                     'options': {'preset': 'pi05_tiny'}}})
     with pytest.raises(SpecError, match='policy.options.preset: unknown key; known: cameras'):
         build_pipeline(bad)
+
+
+def test_a_bag_of_its_own_cameras_replays_exactly(act_small_artifact, tmp_path):
+    """The regression tools read the artifact's camera slots, not pi0.5's: a bag generated with
+    `front` and `side` replays through the artifact command for command."""
+    from lamp_ros.regress.bag import read_bag
+    from lamp_ros.regress.generate import generate_bag
+    from lamp_ros.regress.replay import replay
+    bag = str(tmp_path / 'bag')
+    generate_bag(act_small_artifact, bag, seconds=1.0)
+    assert {'/camera/front/image_raw/compressed', '/camera/side/image_raw/compressed'} <= \
+        {m.topic for m in read_bag(bag)}
+    report = replay(bag, act_small_artifact)
+    assert report['passed'] and report['messages'] > 10, report['first_failure']
