@@ -1,9 +1,9 @@
 """ONNX Runtime backend: model groups exported to ONNX, weights bound from safetensors.
 
 Compile side: the group's model stages are wrapped in one module that runs them in graph order and
-exported with torch.onnx (the TorchScript exporter: about ten times faster than the dynamo exporter
-on pi05_tiny, same parity; docs/notebook/), without constant folding so that every weight stays a
-named initializer. The weights live once, in weights/<node>.safetensors: each initializer in the
+exported with torch.onnx, by the exporter the spec's `build.onnx_exporter` chooses (the
+torch.export-based one where it works, else TorchScript; backends/onnx_export.py), every weight
+a named initializer. The weights live once, in weights/<node>.safetensors: each initializer in the
 ONNX file becomes external data pointing at its bytes inside that safetensors file (location,
 offset, length), so the pair is also a valid ONNX model with external data for other tools.
 Precision: fp32, or fp16 (ONNX Runtime's CPU provider runs the tiny model in fp16, with its own
@@ -23,15 +23,14 @@ on the run side.
 """
 
 import dataclasses
-from contextlib import contextmanager
 import os
-import warnings
 
 import numpy as np
 
 from lamp_ros.backends import text_lengths
 from lamp_ros.backends.base import BackendUnavailable, GroupBuild
 from lamp_ros.backends.group_module import group_module
+from lamp_ros.backends.onnx_export import export_model
 
 NAME = 'onnxruntime'
 OPSET = 18
@@ -91,22 +90,10 @@ def _weights_for_precision(ctx):
     return modules, dtype, {n: rel for n in ctx.group.nodes}
 
 
-@contextmanager
-def without_fastpath(torch):
-    """torch.nn's transformer layers, in inference, take a fused "fast path" (nested tensors,
-    `aten::_native_multi_head_attention`) that no exporter can write; off, they run as their
-    plain operators, the same function. Restored afterwards."""
-    was = torch.backends.mha.get_fastpath_enabled()
-    torch.backends.mha.set_fastpath_enabled(False)
-    try:
-        yield
-    finally:
-        torch.backends.mha.set_fastpath_enabled(was)
-
-
-def export_onnx(ctx, path: str, weights: tuple, length: tuple | None = None) -> dict:
+def export_onnx(ctx, path: str, weights: tuple, length: tuple | None = None) -> tuple:
     """Export the group to `path` with weights as external data in safetensors files;
-    return {initializer name: {'file': relative path, 'tensor': name in that file}}.
+    return ({initializer name: {'file': relative path, 'tensor': name in that file}}, the
+    exporter used, the torch.export-based exporter's failure where it fell back or None).
     `weights`: what _weights_for_precision made; `length`: (TextAxis, n) to export at a prompt
     of n tokens (the example's token inputs cut to n), static like the full one."""
     import onnx
@@ -122,15 +109,13 @@ def export_onnx(ctx, path: str, weights: tuple, length: tuple | None = None) -> 
     if length:
         axis, n = length
         args = axis.cut(ctx.group.inputs, args, n)
-    ctx.say(f'{ctx.group.name}: torch.onnx.export ({len(ctx.group.nodes)} stages)' +
-            (f' at {length[1]} prompt tokens' if length else ''))
-    with torch.no_grad(), warnings.catch_warnings(), without_fastpath(torch):
-        # The TorchScript exporter is deprecated but 10x faster here; the choice is deliberate.
-        warnings.simplefilter('ignore', DeprecationWarning)
-        torch.onnx.export(module, tuple(args), path, dynamo=False, opset_version=OPSET,
-                          input_names=list(ctx.group.inputs),
-                          output_names=list(ctx.group.outputs), do_constant_folding=False)
-    model = onnx.load(path)
+    exporter = ctx.options.onnx_exporter if ctx.options else 'auto'
+    ctx.say(f'{ctx.group.name}: ONNX export by {exporter} ({len(ctx.group.nodes)} stages' +
+            (f', {length[1]} prompt tokens)' if length else ')'))
+    model, used, failure = export_model(
+        module, args, path, OPSET, list(ctx.group.inputs), list(ctx.group.outputs),
+        WEIGHT_PREFIX, exporter,
+        say=lambda message: ctx.say(f'{ctx.group.name}: {message}'))
     bindings, offsets = {}, {}
     for init in model.graph.initializer:
         if not init.name.startswith(WEIGHT_PREFIX):
@@ -155,7 +140,7 @@ def export_onnx(ctx, path: str, weights: tuple, length: tuple | None = None) -> 
     model.producer_name = 'lamp_ros'
     model.producer_version = ''
     onnx.save(model, path)
-    return bindings
+    return bindings, used, failure
 
 
 def length_file(group: str, n: int) -> str:
@@ -167,18 +152,19 @@ def compile(ctx) -> GroupBuild:
     path = os.path.join(ctx.root, rel)
     os.makedirs(os.path.dirname(path), exist_ok=True)
     weights = _weights_for_precision(ctx)
-    bindings = export_onnx(ctx, path, weights)
+    bindings, exporter, failure = export_onnx(ctx, path, weights)
     axis = text_lengths.text_axis(ctx.graph, ctx.group, ctx.example, ctx.text_lengths)
     by_length = {}
     for n in axis.lengths[:-1] if axis else ():
         by_length[str(n)] = length_file(ctx.group.name, n)
         if export_onnx(ctx, os.path.join(ctx.root, by_length[str(n)]), weights,
-                       (axis, n)) != bindings:
+                       (axis, n))[:2] != (bindings, exporter):
             raise ValueError(f'{ctx.group.name}: the export at {n} prompt tokens binds other '
-                             f'weights than the full one')
+                             f'weights, or took another exporter, than the full one')
     derived = {b['file'] for b in bindings.values() if b['file'].startswith('groups/')}
     files = sorted({rel, *by_length.values(), *derived})
-    metadata = {'onnx': rel, 'opset': OPSET, 'precision': ctx.group.precision,
+    metadata = {'onnx': rel, 'opset': OPSET, 'exporter': exporter,
+                'precision': ctx.group.precision,
                 'weights': dict(sorted(bindings.items())),
                 'text': axis.to_dict() if axis else None, 'text_onnx': by_length or None}
     if axis:
@@ -192,7 +178,8 @@ def compile(ctx) -> GroupBuild:
             return runner.sessions[n].run(outputs, dict(zip(ctx.group.inputs, values)))
         errors = text_lengths.check_lengths(ctx.group, axis, ctx.example, run)
         metadata['text_check'] = {str(n): e for n, e in errors.items()}
-    return GroupBuild(files=tuple(files), metadata=metadata)
+    evidence = {'exporter_fallback': failure} if failure else {}
+    return GroupBuild(files=tuple(files), metadata=metadata, evidence=evidence)
 
 
 # ---- run side --------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""The spec's `build:` section: how the cuda backend builds its kernels.
+"""The spec's `build:` section: how the backends build (ONNX exporter, cuda kernels).
 
 These were environment variables once; as spec options they are part of what the artifact
 records (spec.json, and plan.json `options`), so an artifact says how it was made.
@@ -22,12 +22,17 @@ def check_keys(d, allowed, where):
 
 
 ROPE_IN_QKV = ('timed', 'always', 'never')
+ONNX_EXPORTERS = ('auto', 'dynamo', 'torchscript')  # backends/onnx_export.py
 
 
 @dataclass(frozen=True)
 class BuildOptions:
-    """How the cuda backend builds its kernels (spec `build:`; other backends ignore it).
-    Defaults are the measured best on Hopper GPUs; plan.json records the options a build used.
+    """How the backends build (spec `build:`). The cuda options' defaults are the measured
+    best on Hopper GPUs; plan.json records the options a build used.
+
+    onnx_exporter: how the onnxruntime backend exports its groups (backends/onnx_export.py):
+      `auto` (the torch.export-based exporter, TorchScript where it fails), `dynamo` or
+      `torchscript` (only that one); plan.json's group `build.exporter` says which one wrote it.
 
     expert_pdl: programmatic dependent launch of the expert layers' lamp kernels, 0 (plain
       stream order), 1 (the next kernel may launch at once) or 2 (after this one's main loop);
@@ -44,11 +49,12 @@ class BuildOptions:
     expert_tma: bool = True
     expert_rope_in_qkv: str = 'timed'
     gemm_algorithms: bool = True
+    onnx_exporter: str = 'auto'
 
     def to_dict(self) -> dict:
         return {'expert_pdl': self.expert_pdl, 'expert_tma': self.expert_tma,
                 'expert_rope_in_qkv': self.expert_rope_in_qkv,
-                'gemm_algorithms': self.gemm_algorithms}
+                'gemm_algorithms': self.gemm_algorithms, 'onnx_exporter': self.onnx_exporter}
 
 
 def build_options(d) -> BuildOptions:
@@ -64,4 +70,7 @@ def build_options(d) -> BuildOptions:
     if options.expert_rope_in_qkv not in ROPE_IN_QKV:
         raise SpecError(f'build.expert_rope_in_qkv: one of {", ".join(ROPE_IN_QKV)}, got '
                         f'{options.expert_rope_in_qkv!r}')
+    if options.onnx_exporter not in ONNX_EXPORTERS:
+        raise SpecError(f'build.onnx_exporter: one of {", ".join(ONNX_EXPORTERS)}, got '
+                        f'{options.onnx_exporter!r}')
     return options

@@ -86,12 +86,18 @@ def test_full_and_gpu_specs_load():
 
 
 def test_build_options_default_to_the_measured_best_and_reach_the_spec_copy():
-    """The spec's `build:` (how the cuda backend builds) has the defaults measured best on
-    Hopper; the artifact's spec.json and plan.json record the options a build used."""
-    spec = load_spec(SPEC)
-    assert spec.build.to_dict() == {'expert_pdl': 2, 'expert_tma': True,
-                                    'expert_rope_in_qkv': 'timed', 'gemm_algorithms': True}
+    """The spec's `build:` (how the backends build) has the cuda defaults measured best on
+    Hopper and the torch.export-based ONNX exporter where it works (pi05_tiny names
+    TorchScript); the artifact's spec.json and plan.json record the options a build used."""
+    assert load_spec(SPEC).build.to_dict() == {
+        'expert_pdl': 2, 'expert_tma': True, 'expert_rope_in_qkv': 'timed',
+        'gemm_algorithms': True, 'onnx_exporter': 'torchscript'}
     d = _raw()
+    del d['build']
+    assert parse_spec(d).build.onnx_exporter == 'auto'
+    with pytest.raises(SpecError, match="build.onnx_exporter: one of auto, dynamo, torchscript, "
+                                        "got 'jit'"):
+        parse_spec({**d, 'build': {'onnx_exporter': 'jit'}})
     d['build'] = {'expert_pdl': 0, 'gemm_algorithms': False}
     edited = parse_spec(d)
     assert edited.build.expert_pdl == 0 and not edited.build.gemm_algorithms

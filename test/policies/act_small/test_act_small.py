@@ -36,14 +36,26 @@ def test_its_interface_is_the_artifacts(act_small_artifact):
 
 def test_the_transformer_exports_as_plain_operators(act_small_artifact):
     """torch.nn's transformer layers take a fused fast path in inference that no exporter
-    writes (nested tensors): the backend exports them with it off."""
+    writes (nested tensors): the backend exports them with it off, by the torch.export-based
+    exporter (the spec says `auto`), and the plan says so. Every weight stays stored once,
+    in weights/ (the optimiser folds nothing into a weight), and nothing of the build machine
+    (source paths in node metadata) is in the file."""
     plan = _json(act_small_artifact, 'plan.json')
     (group,) = [g for g in plan['groups'] if g['backend'] == 'onnxruntime']
+    assert group['build']['exporter'] == 'dynamo'
+    assert plan['options']['onnx_exporter'] == 'auto'
     model = onnx.load(os.path.join(act_small_artifact, group['build']['onnx']),
                       load_external_data=False)
     ops = {n.op_type for n in model.graph.node}
     assert {'MatMul', 'Softmax', 'Conv'} <= ops
     assert not [o for o in ops if 'nested' in o.lower() or 'MultiHead' in o], ops
+    embedded = [i for i in model.graph.initializer
+                if i.data_location != onnx.TensorProto.EXTERNAL]
+    assert max((len(i.raw_data) for i in embedded), default=0) < 1024, \
+        sorted((len(i.raw_data), i.name) for i in embedded)[-3:]
+    assert all(i.name.startswith('stages.network.') for i in model.graph.initializer
+               if i.data_location == onnx.TensorProto.EXTERNAL)
+    assert not [n for n in model.graph.node if n.metadata_props or n.doc_string]
 
 
 def test_the_runtime_computes_what_the_eager_policy_does(act_small_artifact):
