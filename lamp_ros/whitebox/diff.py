@@ -120,15 +120,21 @@ def _group_row(g) -> dict:
             'nodes': list(g.nodes), 'side_stages': list(g.side_stages),
             'text_lengths': captured_lengths(g.build),
             'gemm_algorithms': (g.build or {}).get('cublaslt'),
-            'tiles': (g.build or {}).get('tiles')}
+            'tiles': (g.build or {}).get('tiles'),
+            'exporter': (g.build or {}).get('exporter')}
 
 
 def diff_plan(pa, pb) -> dict:
     """Per node: backend, precision, device and group membership; per group (matched by its
-    members, since names are positional): added, removed, or changed attributes."""
+    members, since names are positional): added, removed, or changed attributes (the ONNX
+    exporter among them); the passes applied and the spec's build options."""
     out = {}
     if pa.target != pb.target:
         out['target'] = [pa.target, pb.target]
+    if list(pa.passes) != list(pb.passes):
+        out['passes'] = [list(pa.passes), list(pb.passes)]
+    if pa.options != pb.options:
+        out['options'] = deep_diff(pa.options, pb.options)
     ga = {n: g for g in pa.groups for n in g.nodes}
     gb = {n: g for g in pb.groups for n in g.nodes}
     nodes = {}

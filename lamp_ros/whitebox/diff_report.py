@@ -19,6 +19,13 @@ def _group_text(g: dict) -> str:
 
 def _plan_lines(plan: dict) -> list:
     lines = [f'target {_pair(plan["target"])}'] if 'target' in plan else []
+    if 'passes' in plan:
+        before, after = (set(p) for p in plan['passes'])
+        lines.append('passes ' + ' '.join([f'-{p}' for p in plan['passes'][0] if p not in after]
+                                          + [f'+{p}' for p in plan['passes'][1]
+                                             if p not in before]
+                                          or [_pair(plan['passes'])]))
+    lines += [f'build.{k} {_pair(v)}' for k, v in plan.get('options', {}).items()]
     for node, c in plan.get('nodes', {}).items():
         parts = [f'{k} {_pair(v)}' for k, v in c.items() if k != 'group']
         if 'group' in c:

@@ -187,3 +187,29 @@ def test_plan_diff_names_stored_gemm_algorithms():
     assert diff_plan(one, two) == {
         'groups_changed': {'g03_cuda': {'gemm_algorithms': [None, stored]}}}
     assert diff_plan(two, two) == {}
+
+
+def test_plan_diff_names_passes_build_options_and_the_onnx_exporter():
+    """A pass switched off, a spec build option and the exporter that wrote an ONNX group are
+    causes a diff names (plan.json `passes`, `options`, group `build.exporter`)."""
+    from dataclasses import replace
+    from lamp_ros.artifact.plan import BuildPlan
+    from lamp_ros.artifact.plan import GroupSpec
+    from lamp_ros.whitebox.diff import diff_plan
+    from lamp_ros.whitebox.diff_report import _plan_lines
+    group = GroupSpec('g02_onnxruntime', 'onnxruntime', 'fp32', 'cpu', ('network',),
+                      ('stack_cameras.pixels',), ('network.actions',),
+                      build={'exporter': 'dynamo'})
+    one = BuildPlan('cpu', (group,), {}, {}, passes=('fold_constants', 'fuse_attention'),
+                    options={'onnx_exporter': 'auto', 'expert_pdl': 2})
+    two = BuildPlan('cpu', (replace(group, build={'exporter': 'torchscript'}),), {}, {},
+                    passes=('fuse_attention',),
+                    options={'onnx_exporter': 'torchscript', 'expert_pdl': 2})
+    change = diff_plan(one, two)
+    assert change == {
+        'passes': [['fold_constants', 'fuse_attention'], ['fuse_attention']],
+        'options': {'onnx_exporter': ['auto', 'torchscript']},
+        'groups_changed': {'g02_onnxruntime': {'exporter': ['dynamo', 'torchscript']}}}
+    lines = _plan_lines(change)
+    assert lines[:2] == ['passes -fold_constants', 'build.onnx_exporter auto -> torchscript']
+    assert diff_plan(two, two) == {}
