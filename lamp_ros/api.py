@@ -3,6 +3,7 @@
 - `PolicyInterface`: what the policy takes (cameras, joints, prompt or not, action horizon).
 - `stage`, `model_stage`: mark the steps of `infer` (host glue, torch model stages) so the
   tracer records the pipeline; the marks change nothing when the policy runs eagerly.
+  `as_numpy`: a model stage's result (a tensor when eager, numpy when compiled) for glue.
 - `host_op`: register the run-time implementation of a host stage (numpy glue), in a module
   of the policy's own that does not import torch; the artifact records that module and the
   sha256 of its source, and the robot imports it when it loads the artifact.
@@ -21,8 +22,8 @@ from lamp_ros.observation import DEFAULT_PROMPT, PolicyInterface
 from lamp_ros.ops.registry import host_op
 from lamp_ros.spec import SpecError
 from lamp_ros.spec.build_options import check_keys
-from lamp_ros.trace.stage import model_stage, stage
+from lamp_ros.trace.stage import as_numpy, model_stage, stage
 
 __all__ = ['ControlPipeline', 'DEFAULT_PROMPT', 'PassResult', 'PolicyInterface', 'Rewrites',
-           'SpecError', 'check_keys', 'control_pipeline', 'host_op', 'model_stage',
+           'SpecError', 'as_numpy', 'check_keys', 'control_pipeline', 'host_op', 'model_stage',
            'register_rewrites', 'stage']

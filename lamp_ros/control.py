@@ -18,7 +18,7 @@ from lamp_ros.observation import validate_observation
 from lamp_ros.ops.chunker import ActionChunker
 from lamp_ros.ops.clamp import SafetyClamp
 from lamp_ros.ops.smoother import Smoother
-from lamp_ros.trace.stage import stage
+from lamp_ros.trace.stage import as_numpy, stage
 
 
 class ControlPipeline:
@@ -51,9 +51,9 @@ class ControlPipeline:
         """Merge a new chunk (if any) into the plan, then pick the action for tick time t."""
         state = self.state['chunker']
         if chunk is not None:
-            if hasattr(chunk, 'detach'):  # a model stage's tensor, handed on as it came
-                chunk = chunk.detach().cpu().numpy()
-            state = self.chunker.merge(state, chunk, t_obs, t)
+            # a model stage's chunk: a torch tensor when the policy runs eagerly, numpy in
+            # the artifact
+            state = self.chunker.merge(state, as_numpy(chunk), t_obs, t)
         action, _ = self.chunker.action_at(state, t)
         self.state['chunker'] = state
         return action

@@ -66,3 +66,17 @@ def model_stage(op: str, module: str, outputs=('out',)):
     run.__qualname__ = op
     run.__lamp_stage__ = StageSpec(op, 'model', tuple(outputs), None, None, module, None)
     return run
+
+
+def as_numpy(x):
+    """A model stage's result as the numpy array host glue computes on: in the eager policy it
+    is a torch tensor (on any device; fp16 and bf16, which numpy lacks or mishandles, widen to
+    float32), in the compiled pipeline already numpy. Anything else goes through np.asarray.
+    Imports no torch, so glue may call it."""
+    import numpy as np
+    if hasattr(x, 'detach'):
+        x = x.detach().cpu()
+        if x.is_floating_point() and x.element_size() < 4:
+            x = x.float()
+        return x.numpy()
+    return np.asarray(x)

@@ -14,7 +14,7 @@ import os
 import numpy as np
 import torch
 
-from lamp_ros.api import model_stage, PolicyInterface, stage
+from lamp_ros.api import as_numpy, model_stage, PolicyInterface, stage
 from lamp_ros.observation import validate_observation
 from lamp_ros.ops.image import preprocess_image, stack_cameras
 from lamp_ros.ops.standardize import MeanStdStats, standardize, unstandardize
@@ -89,7 +89,7 @@ class ActPolicy:
     @stage('unstandardize', 'postprocess', outputs=('chunk',),
            attrs=lambda self: {'stats': self.action_stats.to_dict()})
     def unstandardize_actions(self, x):
-        return unstandardize(_numpy(x), self.action_stats)
+        return unstandardize(as_numpy(x), self.action_stats)
 
     def infer(self, observation) -> np.ndarray:
         """observation (images by camera slot, state) -> chunk (horizon, joints), robot units."""
@@ -101,10 +101,6 @@ class ActPolicy:
                   for slot, img in obs.images.items()}
         pixels, mask = self.stack_cameras(frames)
         return self.unstandardize_actions(self.network(pixels, mask, state))
-
-
-def _numpy(x) -> np.ndarray:
-    return x.detach().float().cpu().numpy() if isinstance(x, torch.Tensor) else np.asarray(x)
 
 
 @torch.no_grad()

@@ -25,7 +25,7 @@ from lamp_ros.policies.pi05.config import get_preset, Pi05Config
 from lamp_ros.policies.pi05.example import DEFAULT_SIZES, example_observation
 from lamp_ros.policies.pi05.model import Pi05Model
 from lamp_ros.policies.pi05.weights import init_weights, load_weights
-from lamp_ros.trace.stage import model_stage, stage
+from lamp_ros.trace.stage import as_numpy, model_stage, stage
 
 DTYPES = {'float32': torch.float32, 'bfloat16': torch.bfloat16, 'float16': torch.float16}
 
@@ -152,7 +152,7 @@ class Pi05Policy:
                                'joints': len(self.joint_names)})
     def unnormalize_actions(self, actions) -> np.ndarray:
         """(1, horizon, action_dim) normalised -> (horizon, joints) in robot units."""
-        return unnormalize_actions(_to_numpy(actions), self.norm_stats.actions,
+        return unnormalize_actions(as_numpy(actions), self.norm_stats.actions,
                                    len(self.joint_names))
 
     # ---- model stages (torch) ------------------------------------------------------------
@@ -183,12 +183,6 @@ class Pi05Policy:
         """JSON-ready identity of the policy (preset, glue) for artifacts and logs."""
         return {'preset': self.config.name, 'glue': asdict(self.glue),
                 'joint_names': list(self.joint_names)}
-
-
-def _to_numpy(x) -> np.ndarray:
-    if isinstance(x, torch.Tensor):
-        return x.detach().float().cpu().numpy()
-    return np.asarray(x)
 
 
 def _check_noise(noise, config: Pi05Config) -> np.ndarray:

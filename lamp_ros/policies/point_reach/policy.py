@@ -13,7 +13,7 @@ import os
 import numpy as np
 import torch
 
-from lamp_ros.api import model_stage, PolicyInterface, stage
+from lamp_ros.api import as_numpy, model_stage, PolicyInterface, stage
 from lamp_ros.observation import validate_observation
 from lamp_ros.ops.image import preprocess_image
 from lamp_ros.ops.standardize import MeanStdStats, standardize, unstandardize
@@ -80,7 +80,7 @@ class PointReachPolicy:
     @stage('point_to_target', 'host', outputs=('target',))
     def to_target(self, point):
         """(the argument name is the glue operator's: its run takes `point`)"""
-        return glue.point_to_target(_numpy(point), self.calibration)
+        return glue.point_to_target(as_numpy(point), self.calibration)
 
     @stage('standardize', 'preprocess', outputs=('state',),
            attrs=lambda self: {'stats': self.state_stats.to_dict()})
@@ -92,7 +92,7 @@ class PointReachPolicy:
     @stage('unstandardize', 'postprocess', outputs=('chunk',),
            attrs=lambda self: {'stats': self.action_stats.to_dict()})
     def unstandardize_actions(self, x):
-        return unstandardize(_numpy(x), self.action_stats)
+        return unstandardize(as_numpy(x), self.action_stats)
 
     def infer(self, observation) -> np.ndarray:
         """observation (the camera's frame, joint state) -> chunk (horizon, joints)."""
@@ -105,10 +105,6 @@ class PointReachPolicy:
         target = self.to_target(point)
         actions = self.reach(target, self.standardize_state(obs.state))
         return self.unstandardize_actions(actions)
-
-
-def _numpy(x) -> np.ndarray:
-    return x.detach().float().cpu().numpy() if isinstance(x, torch.Tensor) else np.asarray(x)
 
 
 @torch.no_grad()
