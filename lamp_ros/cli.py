@@ -149,6 +149,10 @@ def _replay(args) -> int:
         print(f'{"PASSED" if ok else "FAILED"}: {report["messages"]} commands, max abs error '
               f'{report["max_abs_error"]}, {report["within_tolerance_pct"]:.1f}% within '
               f'atol {args.atol} / rtol {args.rtol}; first failure: {report["first_failure"]}')
+        if report.get('inputs_substituted'):
+            print(f'  {report["inputs_substituted"]} inputs the recorder dropped were '
+                  f'substituted; the {report["exact_commands"]} commands before the first '
+                  f'{"agree" if report["exact_passed"] else "do not agree"}')
         if args.live:
             print(f'  graph matched after {report["discovery_s"]:.2f} s; '
                   f'{report["commands_received"]} commands received, '

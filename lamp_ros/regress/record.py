@@ -2,7 +2,8 @@
 
 Raw subscriptions hand over the CDR bytes as received, so the bag holds exactly what was on the
 wire; the receive time (ROS clock) is the bag timestamp. Sensor topics are subscribed with the
-sensor-data QoS (best effort), which also receives from reliable publishers.
+sensor-data QoS (best effort), which also receives from reliable publishers, with a queue deep
+enough (RECORDER_DEPTH) that a recorder busy writing does not drop what already arrived.
 """
 
 import importlib
@@ -12,6 +13,8 @@ import time
 
 from lamp_ros.regress import topics
 from lamp_ros.regress.bag import BagWriter
+
+RECORDER_DEPTH = 100  # per topic: a few seconds of every stream at robot rates
 
 
 def message_class(msgtype: str):
@@ -31,7 +34,7 @@ def record(out: str, duration: float, storage: str = 'mcap', topic_types=None,
     import rclpy
     from rclpy.executors import SingleThreadedExecutor
     from rclpy.node import Node
-    from rclpy.qos import qos_profile_sensor_data
+    from rclpy.qos import QoSProfile, qos_profile_sensor_data
     from rclpy.signals import SignalHandlerOptions
 
     topic_types = topic_types or topics.recorded()
@@ -58,10 +61,13 @@ def record(out: str, duration: float, storage: str = 'mcap', topic_types=None,
                 counts[topic] = counts.get(topic, 0) + 1
         return callback
 
+    sensor = QoSProfile(depth=RECORDER_DEPTH, reliability=qos_profile_sensor_data.reliability,
+                        durability=qos_profile_sensor_data.durability,
+                        history=qos_profile_sensor_data.history)
     unmatched = {}
     for topic, msgtype in topic_types.items():
-        qos = qos_profile_sensor_data if msgtype in (topics.IMAGE, topics.COMPRESSED,
-                                                     topics.JOINT_STATE) else 10
+        qos = sensor if msgtype in (topics.IMAGE, topics.COMPRESSED, topics.JOINT_STATE) \
+            else RECORDER_DEPTH
         unmatched[topic] = node.create_subscription(
             message_class(msgtype), topic, make_callback(topic, msgtype), qos, raw=True)
     executor = SingleThreadedExecutor(context=context)

@@ -8,7 +8,9 @@ When the bag holds the node's /vla_policy/command_latency messages (one per comm
 header stamp of every input the node used), each tick is rebuilt from exactly those messages
 and held ticks are held: a replay of a `sync` node's recording is then exact, although the
 recorder received the messages in its own order. An input the recorder dropped (sensor topics
-are best effort) is replaced by the newest older one and counted (`inputs_substituted`).
+are best effort) is replaced by the newest older one and counted (`inputs_substituted`); from
+that tick on the episode's state (chunk, smoother, noise counter) may differ, so the report also
+compares the commands before it on their own (`exact_commands`, `exact_passed`).
 Without those messages, inputs are taken in the bag's receive order. Recordings of an `async`
 node differ where a chunk arrived late.
 `localize` runs two artifacts side by side on the same ticks and names the first node, in
@@ -186,6 +188,7 @@ def replay(bag: str, artifact: str, prompt: str = DEFAULT_PROMPT, atol: float = 
     engine.start(episode_start)
     index = _by_stamp(messages, layout) if stamped else None
     produced, times, recorded, substituted = [], [], [], 0
+    exact = None  # commands replayed before the first substituted input
     for message in messages:
         now = message.t_ns * 1e-9
         if message.topic == layout['command']:
@@ -194,6 +197,8 @@ def replay(bag: str, artifact: str, prompt: str = DEFAULT_PROMPT, atol: float = 
                 tick_now = used['tick'] if used.get('tick') == used.get('tick') else now
                 if used['fresh']:
                     substituted += _feed_stamped(engine, index, used, layout, tick_now)
+                    if substituted and exact is None:
+                        exact = len(produced)
                     result = engine.tick(tick_now)
                 else:
                     result = engine.fault('held', 'held in the recording')
@@ -207,8 +212,12 @@ def replay(bag: str, artifact: str, prompt: str = DEFAULT_PROMPT, atol: float = 
                     message.decode(), layout['command_type']))
         elif not stamped:
             _feed([engine], message, layout, now)
-    report = compare_commands(produced, expected if golden else recorded, atol, rtol, times)
-    report.update(mode='deterministic', atol=atol, rtol=rtol, bag=bag,
+    wanted = expected if golden else recorded
+    report = compare_commands(produced, wanted, atol, rtol, times)
+    exact = len(produced) if exact is None else exact
+    prefix = compare_commands(produced[:exact], wanted[:exact], atol, rtol, times)
+    report.update(exact_commands=prefix['messages'], exact_passed=prefix['passed'],
+                  mode='deterministic', atol=atol, rtol=rtol, bag=bag,
                   inputs='by recorded stamps' if stamped else 'by receive order',
                   inputs_substituted=substituted, starts_mid_episode=mid_episode,
                   artifact_id=runtime.id, produced=produced)
