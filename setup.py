@@ -41,5 +41,11 @@ setup(
             'lamp = lamp_ros.cli:main',
             'vla_node = lamp_ros.node.vla_node:main',
         ],
+        # Checkpoint formats `lamp import` reads: format name -> an object with
+        # detect(folder) -> bool and run(folder, tokenizer, ...) (a policy package adds its own).
+        'lamp_ros.checkpoint_formats': [
+            'lerobot = lamp_ros.policies.pi05.checkpoint.importer:LEROBOT',
+            'openpi = lamp_ros.policies.pi05.checkpoint.importer:OPENPI',
+        ],
     },
 )

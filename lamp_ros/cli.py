@@ -160,6 +160,33 @@ def _replay(args) -> int:
     return 0 if ok else 1
 
 
+def checkpoint_formats() -> dict:
+    """format name -> importer, from the installed packages' `lamp_ros.checkpoint_formats`
+    entry points (the core knows no model: a policy package brings its formats)."""
+    from importlib.metadata import entry_points
+    return {ep.name: ep for ep in entry_points(group='lamp_ros.checkpoint_formats')}
+
+
+def _import(args) -> int:
+    formats = checkpoint_formats()
+    if args.format:
+        if args.format not in formats:
+            raise ValueError(f'--format {args.format!r}; known: {", ".join(sorted(formats))}')
+        importer = formats[args.format].load()
+    else:
+        found = [ep.load() for ep in formats.values()]
+        found = [imp for imp in found if imp.detect(args.checkpoint)]
+        if len(found) != 1:
+            raise ValueError(f'{args.checkpoint}: {"no" if not found else "more than one"} '
+                             f'checkpoint format matches (known: {", ".join(sorted(formats))}); '
+                             'give --format')
+        importer = found[0]
+    names = [n.strip() for n in args.joint_names.split(',')] if args.joint_names else None
+    importer.run(args.checkpoint, args.tokenizer, joint_names=names, out=args.out,
+                 asset_id=args.asset_id, target=args.target)
+    return 0
+
+
 def _graph(args) -> int:
     from lamp_ros.graph.graph import Graph
     from lamp_ros.graph.render import render_svg
@@ -199,6 +226,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('--no-export', action='store_true',
                    help='skip torch.export of model stages (no op-level subgraphs)')
     p.set_defaults(func=_trace)
+
+    p = sub.add_parser('import', help='read a LeRobot / openpi checkpoint, write its model spec')
+    p.add_argument('checkpoint', help='checkpoint folder (config.json, model.safetensors, ...)')
+    p.add_argument('--tokenizer', required=True,
+                   help='the sentencepiece tokenizer.model it was trained with')
+    p.add_argument('--format', help='checkpoint format (default: detected); known: '
+                   'those installed, e.g. lerobot, openpi')
+    p.add_argument('--joint-names', help='comma-separated, action-vector order '
+                   '(default: joint0..jointN-1)')
+    p.add_argument('--asset-id', help='openpi: the assets/<asset_id> folder of the norm stats')
+    p.add_argument('--target', choices=('cpu', 'cuda'), default='cpu',
+                   help='what the written spec compiles for')
+    p.add_argument('--out', help='spec YAML to write (default: <checkpoint folder name>.yaml)')
+    p.set_defaults(func=_import)
 
     p = sub.add_parser('compile', help='compile a model spec into a versioned artifact')
     p.add_argument('spec', help='model spec YAML, e.g. config/specs/pi05_tiny.yaml')

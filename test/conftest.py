@@ -159,3 +159,33 @@ def make_harness():
     for h in made:
         if h.proc.poll() is None:
             h.stop()
+
+
+CHECKPOINTS = os.path.join(os.path.dirname(__file__), 'data', 'checkpoints')
+CHECKPOINT_FOLDERS = {'lerobot': 'lerobot_pi05_tiny', 'openpi': 'openpi_pi05_tiny'}
+CHECKPOINT_JOINTS = 'shoulder_pan,shoulder_lift,elbow,wrist_1,wrist_2,wrist_3'
+
+
+def import_checkpoint_spec(fmt: str, folder, extra=()) -> str:
+    """`lamp import` of a tiny upstream checkpoint (test/data/checkpoints) into folder/."""
+    from lamp_ros.cli import main as lamp
+    spec = str(folder / f'{fmt}_tiny.yaml')
+    assert lamp(['import', os.path.join(CHECKPOINTS, CHECKPOINT_FOLDERS[fmt]), '--tokenizer',
+                 os.path.join(CHECKPOINTS, 'tokenizer.model'), '--joint-names',
+                 CHECKPOINT_JOINTS, '--out', spec, *extra]) == 0
+    return spec
+
+
+@pytest.fixture(scope='session')
+def build_imported(tmp_path_factory):
+    """format -> (spec, artifact): `lamp import` then `lamp compile` (host glue + ONNX
+    Runtime), once per format for the whole run."""
+    cache = {}
+
+    def get(fmt: str):
+        if fmt not in cache:
+            spec = import_checkpoint_spec(fmt, tmp_path_factory.mktemp(f'import_{fmt}'))
+            cache[fmt] = spec, shared_build(tmp_path_factory, f'{fmt}_pi05_tiny_ckpt',
+                                            _compiler(spec))
+        return cache[fmt]
+    return get

@@ -136,6 +136,19 @@ def write_manifest(root: str, target: str, abi: dict, created_by: dict, name: st
     return manifest
 
 
+PROVENANCE = 'provenance.json'  # where the weights came from (an imported checkpoint), if known
+
+
+def read_provenance(root: str) -> dict | None:
+    """The artifact's provenance.json (checkpoint format, files and their sha256, the source
+    of every tensor), or None for weights lamp drew itself."""
+    path = os.path.join(root, PROVENANCE)
+    if not os.path.isfile(path):
+        return None
+    with open(path, encoding='utf-8') as f:
+        return json.load(f)
+
+
 class ArtifactError(ValueError):
     """The artifact is corrupt, incomplete, tampered with or made for something else."""
 

@@ -21,7 +21,7 @@ import tempfile
 import time
 
 from lamp_ros.artifact.abi import abi_from_graph
-from lamp_ros.artifact.manifest import write_manifest
+from lamp_ros.artifact.manifest import PROVENANCE, write_manifest
 from lamp_ros.artifact.plan import BuildPlan
 from lamp_ros.backends import get_backend
 from lamp_ros.backends.base import CompileContext
@@ -176,6 +176,9 @@ def compile_spec(spec_path: str, out: str, progress=None,
     try:
         write_weights(root, modules)
         resources = write_resources(root, getattr(pipeline.policy, 'resources', {}))
+        provenance = getattr(pipeline.policy, 'provenance', None)
+        if provenance:  # an imported checkpoint: its files' sha256 and each tensor's source
+            _dump(root, PROVENANCE, provenance)
         example['@resources'] = resources
         done('weights')
         built, group_evidence = [], {}

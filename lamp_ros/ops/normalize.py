@@ -1,4 +1,5 @@
-"""Quantile normalisation of robot state and actions (openpi's pi0.5 convention).
+"""Normalisation of robot state and actions: quantiles (openpi's pi0.5 convention) and, for
+imported checkpoints, every mode and epsilon rule their trainers use (`Normalizer`).
 
 The policy sees state and emits actions in [-1, 1] relative to the 1st and 99th percentiles
 of the training data; the statistics travel with the policy as JSON and are checked on load
@@ -71,6 +72,10 @@ class QuantileStats:
         """Return JSON-ready lists."""
         return {'q01': self.q01.tolist(), 'q99': self.q99.tolist()}
 
+    def normalizer(self) -> 'Normalizer':
+        """openpi's quantile normalisation (range + 1e-6), lamp's own presets' convention."""
+        return Normalizer('quantiles', {'q01': self.q01, 'q99': self.q99}, 'openpi')
+
 
 @dataclass(frozen=True)
 class NormStats:
@@ -141,16 +146,12 @@ def _check_last_axis(x: np.ndarray, stats: QuantileStats) -> np.ndarray:
 
 def quantile_normalize(x, stats: QuantileStats) -> np.ndarray:
     """Map x so that q01 -> -1 and q99 -> 1 (values outside are not clipped)."""
-    x = _check_last_axis(x, stats)
-    out = (x - stats.q01) / (stats.q99 - stats.q01 + np.float32(EPS)) * 2 - 1
-    return out.astype(np.float32)
+    return stats.normalizer().normalize(_check_last_axis(x, stats))
 
 
 def quantile_unnormalize(x, stats: QuantileStats) -> np.ndarray:
     """Invert `quantile_normalize`."""
-    x = _check_last_axis(x, stats)
-    out = (x + 1) / 2 * (stats.q99 - stats.q01 + np.float32(EPS)) + stats.q01
-    return out.astype(np.float32)
+    return stats.normalizer().unnormalize(_check_last_axis(x, stats))
 
 
 def pad_to_dim(x: np.ndarray, dim: int) -> np.ndarray:
@@ -166,10 +167,141 @@ def pad_to_dim(x: np.ndarray, dim: int) -> np.ndarray:
     return np.pad(x, pad)
 
 
-def unnormalize_actions(actions, stats: QuantileStats, joints: int) -> np.ndarray:
+def unnormalize_actions(actions, stats, joints: int) -> np.ndarray:
     """(1, horizon, action_dim) normalised model output -> (horizon, joints) in robot units:
-    drop the zero-padded dimensions, then undo the quantile normalisation."""
+    drop the zero-padded dimensions, then undo the normalisation (`stats`: QuantileStats or
+    a Normalizer)."""
     actions = np.asarray(actions, dtype=np.float32)
     if actions.ndim != 3 or actions.shape[0] != 1 or actions.shape[2] < joints:
         raise ValueError(f'actions: expected (1, horizon, >= {joints}), got {actions.shape}')
-    return quantile_unnormalize(actions[0, :, :joints], stats)
+    normalizer = stats.normalizer() if isinstance(stats, QuantileStats) else stats
+    return normalizer.unnormalize(actions[0, :, :joints])
+
+
+# ---- normalisation as a checkpoint's trainer did it ------------------------------------------
+
+MODES = {  # mode -> the stats it reads (low, high) or (centre, scale)
+    'quantiles': ('q01', 'q99'),
+    'quantile10': ('q10', 'q90'),
+    'min_max': ('min', 'max'),
+    'mean_std': ('mean', 'std'),
+    'identity': (),
+}
+# How the epsilon enters, per training code base (each written as that code writes it):
+#   openpi (and lamp's own presets): range + 1e-6 (quantiles), std + 1e-6 (mean/std), both ways;
+#   lerobot: eps (1e-8) only where the range is exactly 0; std + eps to normalise, x * std + mean
+#   to unnormalise (NormalizerProcessorStep / UnnormalizerProcessorStep).
+CONVENTIONS = {'openpi': 1e-6, 'lerobot': 1e-8}
+
+
+@dataclass(frozen=True)
+class Normalizer:
+    """One quantity (state or actions) mapped into the model's space and back, by `mode`
+    (MODES) with the epsilon of `convention` (CONVENTIONS): a checkpoint's actions are only
+    right in robot units when they are unnormalised exactly as its trainer normalised them."""
+
+    mode: str
+    stats: dict          # stat name -> float32 vector (those MODES[mode] names)
+    convention: str = 'openpi'
+
+    def __post_init__(self):
+        if self.mode not in MODES:
+            raise ValueError(f'normalisation mode {self.mode!r}; known: {", ".join(MODES)}')
+        if self.convention not in CONVENTIONS:
+            raise ValueError(f'normalisation convention {self.convention!r}; known: '
+                             f'{", ".join(CONVENTIONS)}')
+        stats = {}
+        for name in MODES[self.mode]:
+            if name not in self.stats:
+                raise ValueError(f'{self.mode} normalisation needs the stat {name!r}; given: '
+                                 f'{sorted(self.stats) or "none"}')
+            stats[name] = _vector(self.stats[name], name)
+        dims = {v.shape[0] for v in stats.values()}
+        if len(dims) > 1:
+            raise ValueError(f'{self.mode} stats have different lengths: '
+                             f'{ {k: v.shape[0] for k, v in stats.items()} }')
+        if self.mode == 'mean_std' and np.any(stats['std'] < 0):
+            raise ValueError('mean_std: std has negative values')
+        if self.mode not in ('identity', 'mean_std'):
+            low, high = (stats[n] for n in MODES[self.mode])
+            below = np.flatnonzero(high < low).tolist()
+            if below:
+                raise ValueError(f'{self.mode}: {MODES[self.mode][1]} is below '
+                                 f'{MODES[self.mode][0]} at dimensions {below}')
+        object.__setattr__(self, 'stats', stats)
+
+    @property
+    def dim(self) -> int | None:
+        """Dimensions covered (None for identity: any)."""
+        return next((v.shape[0] for v in self.stats.values()), None)
+
+    def typical_range(self, dim: int):
+        """(low, high) per dimension where the data mostly lies (example states, checks)."""
+        if self.mode == 'identity':
+            return -np.ones(dim, np.float32), np.ones(dim, np.float32)
+        if self.mode == 'mean_std':
+            mean, std = self.stats['mean'], self.stats['std']
+            return mean - 2 * std, mean + 2 * std
+        return tuple(self.stats[n] for n in MODES[self.mode])
+
+    def _range(self):
+        low, high = (self.stats[n] for n in MODES[self.mode])
+        span = high - low
+        eps = np.float32(CONVENTIONS[self.convention])
+        if self.convention == 'lerobot':
+            return low, np.where(span == 0, eps, span).astype(np.float32)
+        return low, (span + eps).astype(np.float32)
+
+    def _check(self, x) -> np.ndarray:
+        x = np.asarray(x, dtype=np.float32)
+        if self.dim is not None and (x.ndim == 0 or x.shape[-1] != self.dim):
+            raise ValueError(f'x has shape {x.shape}; its last axis must be {self.dim}')
+        return x
+
+    def normalize(self, x) -> np.ndarray:
+        x = self._check(x)
+        if self.mode == 'identity':
+            return x.copy()
+        if self.mode == 'mean_std':
+            eps = np.float32(CONVENTIONS[self.convention])
+            return ((x - self.stats['mean']) / (self.stats['std'] + eps)).astype(np.float32)
+        low, span = self._range()
+        if self.convention == 'lerobot':  # each in its trainer's order of operations
+            return (np.float32(2) * (x - low) / span - np.float32(1)).astype(np.float32)
+        return ((x - low) / span * np.float32(2) - np.float32(1)).astype(np.float32)
+
+    def unnormalize(self, x) -> np.ndarray:
+        x = self._check(x)
+        if self.mode == 'identity':
+            return x.copy()
+        if self.mode == 'mean_std':
+            std = self.stats['std']
+            if self.convention == 'openpi':
+                std = std + np.float32(CONVENTIONS['openpi'])
+            return (x * std + self.stats['mean']).astype(np.float32)
+        low, span = self._range()
+        if self.convention == 'lerobot':
+            return ((x + np.float32(1)) * span / np.float32(2) + low).astype(np.float32)
+        return ((x + np.float32(1)) / np.float32(2) * span + low).astype(np.float32)
+
+    def to_dict(self) -> dict:
+        return {'mode': self.mode, 'convention': self.convention,
+                'stats': {k: v.tolist() for k, v in self.stats.items()}}
+
+    @classmethod
+    def from_attrs(cls, attrs: dict, where: str) -> 'Normalizer':
+        """From a graph node's attrs: {'stats', 'mode', 'convention'}; a graph of lamp's own
+        presets stores only the quantile stats (mode quantiles, convention openpi)."""
+        try:
+            return cls(attrs.get('mode', 'quantiles'), dict(attrs.get('stats') or {}),
+                       attrs.get('convention', 'openpi'))
+        except ValueError as exc:
+            raise ValueError(f'{where}: {exc}') from exc
+
+    def attrs(self) -> dict:
+        """The graph attrs that `from_attrs` reads; lamp's own default (quantiles, openpi)
+        stores the stats only, as graphs always have."""
+        out = {'stats': {k: v.tolist() for k, v in self.stats.items()}}
+        if (self.mode, self.convention) != ('quantiles', 'openpi'):
+            out.update(mode=self.mode, convention=self.convention)
+        return out

@@ -17,8 +17,8 @@ from lamp_ros.ops.clamp import SafetyClamp
 from lamp_ros.ops.image import preprocess_image, stack_cameras
 from lamp_ros.ops.letterbox import letterbox_frames
 from lamp_ros.ops.noise import sample_noise
-from lamp_ros.ops.normalize import QuantileStats, quantile_normalize, unnormalize_actions
-from lamp_ros.ops.prompt import discretize_state, tokenize_pi05
+from lamp_ros.ops.normalize import Normalizer, unnormalize_actions
+from lamp_ros.ops.prompt import PromptFormat, tokenize_pi05
 from lamp_ros.ops.smoother import Smoother
 from lamp_ros.ops.standardize import MeanStdStats, standardize, unstandardize
 from lamp_ros.ops.tokenizer import Tokenizer
@@ -57,8 +57,8 @@ def get_host_op(name: str) -> HostOp:
 
 @host_op('normalize_state')
 def _normalize_state(attrs, resources):
-    stats = QuantileStats.from_dict(attrs['stats'], 'normalize_state.stats')
-    return lambda state: (quantile_normalize(state, stats),)
+    normalizer = Normalizer.from_attrs(attrs, 'normalize_state')
+    return lambda state: (normalizer.normalize(state),)
 
 
 @host_op('standardize')
@@ -75,9 +75,9 @@ def _unstandardize(attrs, resources):
 
 @host_op('discretize_state')
 def _discretize_state(attrs, resources):
-    import numpy as np
+    fmt = PromptFormat.from_attrs(attrs)
     bins = int(attrs['bins'])
-    return lambda norm_state: (discretize_state(np.clip(norm_state, -1.0, 1.0), bins),)
+    return lambda norm_state: (fmt.discretize(norm_state, bins),)
 
 
 @host_op('tokenize')
@@ -89,8 +89,9 @@ def _tokenize(attrs, resources):
                          f'{attrs["tokenizer_sha256"][:12]}')
     if attrs['format'] != 'pi05':
         raise ValueError(f'tokenize: unknown prompt format {attrs["format"]!r}')
+    fmt = PromptFormat.from_attrs(attrs)
     max_len = int(attrs['max_len'])
-    return lambda prompt, state_bins: tokenize_pi05(tokenizer, prompt, state_bins, max_len)
+    return lambda prompt, state_bins: tokenize_pi05(tokenizer, prompt, state_bins, max_len, fmt)
 
 
 def _check_pixel_format(op: str, attrs) -> None:
@@ -149,7 +150,7 @@ def _sample_noise(attrs, resources):
 
 @host_op('unnormalize_actions')
 def _unnormalize_actions(attrs, resources):
-    stats = QuantileStats.from_dict(attrs['stats'], 'unnormalize_actions.stats')
+    stats = Normalizer.from_attrs(attrs, 'unnormalize_actions')
     joints = int(attrs['joints'])
     return lambda actions: (unnormalize_actions(actions, stats, joints),)
 

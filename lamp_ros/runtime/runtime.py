@@ -273,6 +273,21 @@ class Runtime:
         values[self.t_obs_value] = t_obs
         return self._tick(values, None, start)
 
+    def infer(self, observation, capture: dict | None = None) -> np.ndarray:
+        """One inference outside the control loop: the raw action chunk in robot units,
+        (horizon, joints), as the chunker would receive it. Call n of an episode draws the same
+        flow noise as the node's nth inference; `reset()` starts an episode. The control state
+        (chunker, smoother, clamp) is neither read nor changed: for offline evaluation and
+        checks against the training code. `capture`: a dict that receives every value the
+        inference computed (token ids, the normalised actions...)."""
+        if self.chunk_value is None:
+            raise ValueError('infer: this artifact has no action chunk (no chunker node)')
+        if self._worker:
+            self._worker.wait_idle(timeout=30)
+        feeds = self.feeds(observation, 0.0)
+        chunk, _ = self._infer({k: self.arena.put(k, v) for k, v in feeds.items()}, capture)
+        return chunk
+
     def step(self, observation, t: float, t_obs: float | None = None):
         """One control tick: the command for time t (None in async mode before any chunk)."""
         feeds = self.feeds(observation, t, t_obs)

@@ -43,7 +43,7 @@ class StageChoice:
 class Spec:
     name: str
     policy: dict        # entry ('module:function'), options (the policy's own, it checks them)
-    weights: dict       # seed + stage_seeds, or file
+    weights: dict       # seed + stage_seeds, or file, or a checkpoint: format, path(, asset_id)
     control: dict       # rate_hz, chunker, smoother, clamp
     target: str
     stages: dict        # stage op -> StageChoice ('default' included)
@@ -57,6 +57,13 @@ class Spec:
 
     def choice(self, op: str) -> StageChoice:
         return self.stages.get(op, self.stages['default'])
+
+    def resolve(self, path: str) -> str:
+        """A path the spec names (a checkpoint, a tokenizer): relative to the spec's folder, so
+        a spec and the files beside it move together."""
+        if os.path.isabs(path) or not self.source:
+            return path
+        return os.path.join(os.path.dirname(os.path.abspath(self.source)), path)
 
     def to_dict(self) -> dict:
         return {'schema': SCHEMA, 'name': self.name, 'policy': self.policy,
@@ -122,9 +129,15 @@ def parse_spec(d: dict, source: str = '') -> Spec:
                         f'{policy["options"]!r}')
     policy = {'entry': entry, 'options': dict(policy.get('options') or {})}
     weights = d.get('weights', {'seed': 0})
-    check_keys(weights, {'seed', 'stage_seeds', 'file'}, 'weights')
-    if 'file' in weights and ('seed' in weights or 'stage_seeds' in weights):
-        raise SpecError('weights: give either file or seed/stage_seeds, not both')
+    check_keys(weights, {'seed', 'stage_seeds', 'file', 'format', 'path', 'asset_id'}, 'weights')
+    given = [k for k, keys in (('seed', ('seed', 'stage_seeds')), ('file', ('file',)),
+                               ('checkpoint', ('format', 'path', 'asset_id')))
+             if any(key in weights for key in keys)]
+    if len(given) > 1:
+        raise SpecError(f'weights: give one of seed/stage_seeds, file, or a checkpoint '
+                        f'(format, path), not {" and ".join(given)}')
+    if given == ['checkpoint'] and not ('format' in weights and 'path' in weights):
+        raise SpecError('weights: a checkpoint needs both format and path')
     control = d.get('control', {})
     check_keys(control, {'rate_hz', 'chunker', 'smoother', 'clamp'}, 'control')
     control = {'rate_hz': DEFAULT_RATE_HZ, **control}

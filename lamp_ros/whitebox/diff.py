@@ -16,12 +16,12 @@ import os
 import numpy as np
 
 from lamp_ros.artifact.load import open_artifact
-from lamp_ros.artifact.manifest import content_digest
+from lamp_ros.artifact.manifest import content_digest, read_provenance
 from lamp_ros.backends.text_lengths import captured_lengths
 from lamp_ros.whitebox.inspect import PARITY, PROFILE, read_evidence
 
-CAUSES = ('abi', 'nodes_changed', 'nodes_added', 'nodes_removed', 'weights_changed',
-          'plan_changed', 'memory')
+CAUSES = ('abi', 'checkpoint', 'nodes_changed', 'nodes_added', 'nodes_removed',
+          'weights_changed', 'plan_changed', 'memory')
 MISSING = None  # stands for "absent on this side" in [a, b] pairs
 
 
@@ -305,6 +305,9 @@ def diff_artifacts(path_a: str, path_b: str) -> dict:
               'identical': a.id == b.id}
     # the interface a caller feeds: cameras, joints, prompt, rate, input/output types
     report['abi'] = deep_diff(a.manifest['abi'], b.manifest['abi'])
+    # an imported checkpoint: which files (by sha256) and which tensor filled which parameter
+    report['checkpoint'] = deep_diff(read_provenance(a.root) or {},
+                                     read_provenance(b.root) or {})
     report.update(diff_graph(a.graph, b.graph))
     report['weights_changed'] = diff_weights(a, b)
     report['plan_changed'] = diff_plan(a.plan, b.plan)

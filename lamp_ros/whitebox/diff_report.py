@@ -109,7 +109,9 @@ def print_diff(report: dict, console: Console) -> None:
                   f' max abs delta {w["max_abs_delta"]:.3g}')
                for w in report['weights_changed']]
     abi = [f'{key}: {json.dumps(change)}' for key, change in report['abi'].items()]
-    sections = (('abi', abi), ('graph', _graph_lines(report)), ('weights', weights),
+    checkpoint = [f'{key}: {json.dumps(change)}' for key, change in report['checkpoint'].items()]
+    sections = (('abi', abi), ('checkpoint', checkpoint), ('graph', _graph_lines(report)),
+                ('weights', weights),
                 ('plan', _plan_lines(report['plan_changed'])),
                 ('memory plan', _memory_lines(report['memory'])),
                 ('evidence', _evidence_lines(report['evidence'])),

@@ -13,6 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from lamp_ros.artifact.load import open_artifact
+from lamp_ros.artifact.manifest import read_provenance
 from lamp_ros.backends.text_lengths import captured_lengths
 
 PARITY = 'evidence/parity.json'
@@ -103,7 +104,16 @@ def inspect_artifact(path: str) -> dict:
         'groups': groups, 'nodes': nodes, 'user_ops': user_ops,
         'coverage': plan.coverage, 'memory': memory,
         'parity': parity, 'profile': profile_summary(read_evidence(root, PROFILE)),
+        'checkpoint': checkpoint_summary(read_provenance(root)),
     }
+
+
+def checkpoint_summary(provenance: dict | None) -> dict | None:
+    """An imported checkpoint's identity without the per-tensor map (provenance.json has it)."""
+    if not provenance:
+        return None
+    return {k: v for k, v in provenance.items() if k != 'tensors'} | {
+        'tensors_mapped': len(provenance.get('tensors', {}))}
 
 
 # ---- rendering -------------------------------------------------------------------------------
@@ -135,6 +145,14 @@ def print_inspect(report: dict, console: Console) -> None:
     console.print(_table(f'ABI: cameras {", ".join(abi["camera_slots"]) or "none"}; '
                          f'{len(abi["joint_names"])} joints{prompt}; {abi["rate_hz"]} Hz',
                          ('role', 'value', 'type'), rows))
+    ckpt = report['checkpoint']
+    if ckpt:
+        console.print(_table(f'weights from a {ckpt["format"]} checkpoint: '
+                             f'{ckpt["parameters"] / 1e6:.2f} M parameters, stored '
+                             f'{ckpt["stored_dtype"]}, run {ckpt["model_dtype"]} '
+                             f'({ckpt["cast_tensors"]} tensors cast); never read: '
+                             f'{", ".join(ckpt["never_read"]) or "nothing"}',
+                             ('file', 'sha256'), sorted(ckpt['files'].items())))
     if report['user_ops']:  # ops/plugins.py: imported and checked when the artifact loads
         console.print(_table('host operators from outside lamp_ros',
                              ('module', 'sha256 of its source', 'operators', 'group'),

@@ -12,7 +12,6 @@ from lamp_ros.policies.pi05.rewrites import REWRITES
 from lamp_ros.compiler.record_passes import stage_modules
 from lamp_ros.spec import load_spec
 from lamp_ros.policies.pi05.cuda.lowering import use_kernels
-from lamp_ros.policies.pi05.example import example_observation
 from lamp_ros.trace.from_spec import build_pipeline, trace_pipeline
 
 
@@ -23,7 +22,7 @@ def cuda_group():
     spec = load_spec('config/specs/pi05_tiny_cuda.yaml')
     pipeline = build_pipeline(spec)
     values = {}
-    graph = trace_pipeline(pipeline, example_observation(pipeline.policy.norm_stats),
+    graph = trace_pipeline(pipeline, pipeline.policy.example_observation(),
                            export=False, values_out=values)
     (group,) = [g for g in partition(graph, spec, assign(graph, spec)) if g.backend == 'cuda']
     assert group.nodes == ('vision', 'prefix', 'denoise') and group.side_stages == ('denoise',)

@@ -28,13 +28,12 @@ def _load_ctx(root):
 def traced():
     """pi05_tiny traced once: graph, eager pipeline, and every value of the eager run."""
     from lamp_ros.spec import load_spec
-    from lamp_ros.policies.pi05.example import example_observation
     from lamp_ros.trace.from_spec import build_pipeline, trace_pipeline
 
     spec = load_spec('config/specs/pi05_tiny.yaml')
     pipe = build_pipeline(spec)
     values = {}
-    graph = trace_pipeline(pipe, example_observation(pipe.policy.norm_stats), export=False,
+    graph = trace_pipeline(pipe, pipe.policy.example_observation(), export=False,
                            values_out=values)
     return graph, pipe, values
 

@@ -12,7 +12,6 @@ import yaml
 
 from lamp_ros.artifact.manifest import sha256_file
 from lamp_ros.spec import load_spec
-from lamp_ros.policies.pi05.example import example_observation
 from lamp_ros.policies.pi05.pipeline import pipeline_from_spec
 from lamp_ros.runtime import Runtime
 
@@ -92,7 +91,7 @@ def test_onnx_weights_live_once_in_safetensors(artifact):
 def test_runtime_matches_the_eager_pipeline_tick_by_tick(artifact):
     runtime = Runtime.load(artifact)
     pipeline = pipeline_from_spec(load_spec(SPEC))
-    obs = example_observation(pipeline.policy.norm_stats, seed=11)
+    obs = pipeline.policy.example_observation(seed=11)
     pipeline.reset()
     runtime.reset()
     for k in range(30):  # crosses a re-plan at tick 25

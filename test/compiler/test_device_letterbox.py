@@ -28,7 +28,6 @@ from lamp_ros.policies.pi05.rewrites import REWRITES
 from lamp_ros.compiler.record_passes import record_passes, stage_modules
 from lamp_ros.spec import load_spec, parse_spec, SpecError
 from lamp_ros.ops.image import preprocess_image, stack_cameras
-from lamp_ros.policies.pi05.example import example_observation
 from lamp_ros.runtime.state import StateStore
 from lamp_ros.trace.export import export_module
 from lamp_ros.trace.from_spec import build_pipeline, trace_pipeline
@@ -54,7 +53,7 @@ def rewritten():
     spec = _spec(device_letterbox=MAX_FRAMES)
     pipeline = build_pipeline(spec)
     example = {}
-    graph = trace_pipeline(pipeline, example_observation(pipeline.policy.norm_stats),
+    graph = trace_pipeline(pipeline, pipeline.policy.example_observation(),
                            export=False, values_out=example)
     modules, results = run_passes(REWRITES, stage_modules(graph, pipeline.policy), spec.passes)
     eager_values = set(example)  # every value of one traced eager tick
@@ -162,7 +161,7 @@ def test_subgraph_names_the_device_operator():
     spec = _spec(device_letterbox=MAX_FRAMES)
     pipeline = build_pipeline(spec)
     example = {}
-    graph = trace_pipeline(pipeline, example_observation(pipeline.policy.norm_stats),
+    graph = trace_pipeline(pipeline, pipeline.policy.example_observation(),
                            export=False, values_out=example)
     modules = stage_modules(graph, pipeline.policy)  # passes off: the eager stage, lowered
     after, moved = letterbox_on_device(graph, modules, MAX_FRAMES, example,
@@ -179,7 +178,7 @@ def test_needs_linear_exact_and_every_camera(rewritten):
     before, modules, example = rewritten.before, rewritten.modules, rewritten.example
     spec = _spec('linear')
     pipeline = build_pipeline(spec)
-    graph = trace_pipeline(pipeline, example_observation(pipeline.policy.norm_stats),
+    graph = trace_pipeline(pipeline, pipeline.policy.example_observation(),
                            export=False)
     on_frames = REWRITES.letterbox_stage
     with pytest.raises(ValueError, match='preprocess_image must resize with linear_exact'):

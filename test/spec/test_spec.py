@@ -37,7 +37,11 @@ def test_committed_spec_loads():
      'stages.default.precision: fp16 on target cpu only with the onnxruntime backend'),
     (lambda d: d['stages']['prefix'].update(precision='int3'), 'stages.prefix.precision'),
     (lambda d: d.update(target='fpga'), "target: 'fpga'"),
-    (lambda d: d['weights'].update(file='w.safetensors'), 'weights: give either file or seed'),
+    (lambda d: d['weights'].update(file='w.safetensors'),
+     'weights: give one of seed/stage_seeds, file, or a checkpoint (format, path), not seed and '
+     'file'),
+    (lambda d: d.update(weights={'format': 'lerobot'}),
+     'weights: a checkpoint needs both format and path'),
     (lambda d: d['parity'].update(samples=0), 'parity.samples'),
     (lambda d: d.pop('policy'), 'policy: missing'),
     (lambda d: d.update(build={'expert_pdl': 3}), 'build.expert_pdl: 0, 1 or 2'),

@@ -9,7 +9,6 @@ import pytest
 from lamp_ros.cli import main
 from lamp_ros.spec import load_spec
 from lamp_ros.graph.graph import Graph
-from lamp_ros.policies.pi05.example import example_observation
 from lamp_ros.policies.pi05.pipeline import pipeline_from_spec
 from lamp_ros.trace.from_spec import trace_pipeline
 from lamp_ros.trace.stage import stage
@@ -92,7 +91,7 @@ def _hashes(**spec_changes):
     spec = load_spec(SPEC)
     spec = type(spec)(**{**spec.__dict__, **spec_changes})
     pipeline = pipeline_from_spec(spec)
-    obs = example_observation(pipeline.policy.norm_stats)
+    obs = pipeline.policy.example_observation()
     return trace_pipeline(pipeline, obs, export=False).hashes()
 
 
@@ -108,7 +107,7 @@ def test_unhashed_trace_is_hashed_by_record_passes_as_the_trace_would():
     has none, to the same sha256 as a hashing trace."""
     from lamp_ros.compiler.record_passes import record_passes, stage_modules
     pipeline = pipeline_from_spec(load_spec(SPEC))
-    obs = example_observation(pipeline.policy.norm_stats)
+    obs = pipeline.policy.example_observation()
     values = {}
     bare = trace_pipeline(pipeline, obs, export=False, values_out=values, hash_weights=False)
     hashed = trace_pipeline(pipeline, obs, export=False)
@@ -133,7 +132,7 @@ def test_interpolation_change_changes_only_preprocessing():
 def test_tracing_does_not_change_results():
     spec = load_spec(SPEC)
     pipeline = pipeline_from_spec(spec)
-    obs = example_observation(pipeline.policy.norm_stats, seed=3)
+    obs = pipeline.policy.example_observation(seed=3)
     eager = pipeline.tick(obs, 0.0)
     pipeline.reset()
     trace_pipeline(pipeline, obs, export=False)

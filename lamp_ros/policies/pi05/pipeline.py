@@ -5,22 +5,59 @@ from lamp_ros.control import control_pipeline, ControlPipeline
 from lamp_ros.spec import SpecError
 from lamp_ros.spec.build_options import check_keys
 
-GLUE = ('interpolation', 'noise_seed')
+GLUE = ('interpolation', 'noise_seed', 'prompt_format')
+FROM_WEIGHTS = 'from_weights'
 
 
 def pipeline_from_spec(spec, device: str = 'cpu') -> ControlPipeline:
     """Build the eager policy and its control pipeline. `policy.options`: `preset` (pi05_tiny,
-    pi05_full) and `glue` (interpolation, noise_seed: GlueConfig)."""
+    pi05_full, or from_weights: the model a checkpoint's tensors describe, `weights:` naming
+    the checkpoint), `glue` (interpolation, noise_seed, prompt_format: GlueConfig), and for a
+    checkpoint `tokenizer` ({path, sha256}) and `joint_names`."""
     from lamp_ros.policies.pi05.policy import GlueConfig, Pi05Policy
 
     options = spec.policy['options']
-    check_keys(options, {'preset', 'glue'}, 'policy.options')
+    check_keys(options, {'preset', 'glue', 'tokenizer', 'joint_names'}, 'policy.options')
     check_keys(options.get('glue', {}), GLUE, 'policy.options.glue')
     if 'preset' not in options:
-        raise SpecError('policy.options.preset: missing (pi05_tiny or pi05_full)')
+        raise SpecError('policy.options.preset: missing (pi05_tiny, pi05_full or from_weights)')
     weights = spec.weights
-    policy = Pi05Policy.create(options['preset'], seed=int(weights.get('seed', 0)),
-                               weights=weights.get('file'),
+    if options['preset'] == FROM_WEIGHTS:
+        return control_pipeline(_from_checkpoint(spec, options, device), spec.control)
+    for key in ('tokenizer', 'joint_names'):
+        if key in options:
+            raise SpecError(f'policy.options.{key}: only with preset {FROM_WEIGHTS} (a preset '
+                            'brings its own)')
+    if 'format' in weights:
+        raise SpecError(f'weights: a checkpoint needs policy.options.preset {FROM_WEIGHTS}')
+    file = spec.resolve(weights['file']) if 'file' in weights else None
+    policy = Pi05Policy.create(options['preset'], seed=int(weights.get('seed', 0)), weights=file,
                                stage_seeds=weights.get('stage_seeds') or None,
                                glue=GlueConfig(**options.get('glue', {})), device=device)
     return control_pipeline(policy, spec.control)
+
+
+def _from_checkpoint(spec, options: dict, device: str):
+    """The policy of a LeRobot / openpi checkpoint named by `weights: {format, path}`."""
+    from lamp_ros.ops.tokenizer import Tokenizer
+    from lamp_ros.policies.pi05.checkpoint.reader import open_checkpoint
+    from lamp_ros.policies.pi05.policy import GlueConfig, Pi05Policy
+
+    weights = spec.weights
+    if 'format' not in weights:
+        raise SpecError(f'weights: preset {FROM_WEIGHTS} needs a checkpoint (format, path)')
+    tokenizer = options.get('tokenizer')
+    if not isinstance(tokenizer, dict) or 'path' not in tokenizer:
+        raise SpecError('policy.options.tokenizer: {path, sha256} of the sentencepiece model '
+                        'the checkpoint was trained with')
+    check_keys(tokenizer, {'path', 'sha256'}, 'policy.options.tokenizer')
+    path = spec.resolve(tokenizer['path'])
+    if 'sha256' in tokenizer and Tokenizer(path).sha256 != tokenizer['sha256']:
+        raise SpecError(f'policy.options.tokenizer: {path} has sha256 '
+                        f'{Tokenizer(path).sha256[:12]}, the spec names '
+                        f'{tokenizer["sha256"][:12]}')
+    ckpt = open_checkpoint(spec.resolve(weights['path']), weights['format'],
+                           weights.get('asset_id'), name=spec.name)
+    glue = {'prompt_format': ckpt.prompt_format, **options.get('glue', {})}
+    return Pi05Policy.from_checkpoint(ckpt, path, options.get('joint_names'),
+                                      GlueConfig(**glue), device)

@@ -17,12 +17,12 @@ import torch
 from lamp_ros.observation import DEFAULT_PROMPT, PolicyInterface, validate_observation
 from lamp_ros.ops.image import preprocess_image, stack_cameras
 from lamp_ros.ops.noise import sample_noise
-from lamp_ros.ops.normalize import NormStats, quantile_normalize, unnormalize_actions
-from lamp_ros.ops.prompt import discretize_state, tokenize_pi05
+from lamp_ros.ops.normalize import Normalizer, NormStats, unnormalize_actions
+from lamp_ros.ops.prompt import prompt_format, tokenize_pi05
 from lamp_ros.ops.tokenizer import Tokenizer
 from lamp_ros.policies.pi05 import assets
 from lamp_ros.policies.pi05.config import get_preset, Pi05Config
-from lamp_ros.policies.pi05.example import DEFAULT_SIZES, example_observation
+from lamp_ros.policies.pi05.example import DEFAULT_SIZES
 from lamp_ros.policies.pi05.model import Pi05Model
 from lamp_ros.policies.pi05.weights import init_weights, load_weights
 from lamp_ros.trace.stage import as_numpy, model_stage, stage
@@ -32,28 +32,63 @@ DTYPES = {'float32': torch.float32, 'bfloat16': torch.bfloat16, 'float16': torch
 
 @dataclass(frozen=True)
 class GlueConfig:
-    """Host-side choices of the pipeline that change results (recorded in every artifact)."""
+    """Host-side choices of the pipeline that change results (recorded in every artifact).
+    `prompt_format`: how the prompt is written (ops/prompt.py FORMATS: lamp, lerobot, openpi),
+    which follows the checkpoint's trainer."""
 
     interpolation: str = 'linear'
     noise_seed: int = 0
+    prompt_format: str = 'lamp'
+
+
+@dataclass(frozen=True)
+class RobotIO:
+    """The robot side of the model: its joints in action-vector order and how their state and
+    actions map into the model's space and back (as the checkpoint's trainer did it)."""
+
+    joint_names: tuple
+    state: Normalizer
+    actions: Normalizer
+
+    def __post_init__(self):
+        names = tuple(self.joint_names)
+        object.__setattr__(self, 'joint_names', names)
+        if not names or len(set(names)) != len(names):
+            raise ValueError(f'joint_names: distinct names, one per joint, got {list(names)}')
+        for key in ('state', 'actions'):
+            dim = getattr(self, key).dim
+            if dim is not None and dim != len(names):
+                raise ValueError(f'{key} stats have {dim} values, there are {len(names)} '
+                                 f'joints')
+
+    @classmethod
+    def from_norm_stats(cls, stats: NormStats) -> 'RobotIO':
+        """lamp's own norm-stats JSON: quantiles, openpi's epsilon."""
+        return cls(stats.joint_names, stats.state.normalizer(), stats.actions.normalizer())
 
 
 class Pi05Policy:
-    """Model + tokenizer + norm stats + glue; `infer` is the reference implementation."""
+    """Model + tokenizer + robot io (joints, normalisation) + glue; `infer` is the reference
+    implementation. `provenance`: where the weights came from (an imported checkpoint's files
+    and their sha256, which tensor came from where), kept in the artifact."""
 
     def __init__(self, config: Pi05Config, model: Pi05Model, tokenizer: Tokenizer,
-                 norm_stats: NormStats, glue: GlueConfig = GlueConfig()):
+                 robot: RobotIO | NormStats, glue: GlueConfig = GlueConfig(),
+                 provenance: dict | None = None):
+        robot = RobotIO.from_norm_stats(robot) if isinstance(robot, NormStats) else robot
         if tokenizer.vocab_size > config.vocab_size:
             raise ValueError(f'tokenizer: vocab size {tokenizer.vocab_size} exceeds the model '
                              f'embedding table ({config.vocab_size})')
-        if len(norm_stats.joint_names) > config.action_dim:
-            raise ValueError(f'norm_stats: {len(norm_stats.joint_names)} joints exceed the '
-                             f'model action dim {config.action_dim}')
+        if len(robot.joint_names) > config.action_dim:
+            raise ValueError(f'{len(robot.joint_names)} joints exceed the model action dim '
+                             f'{config.action_dim}')
         self.config = config
         self.model = model.eval()
         self.tokenizer = tokenizer
-        self.norm_stats = norm_stats
+        self.robot = robot
         self.glue = glue
+        self.prompt_format = prompt_format(glue.prompt_format)
+        self.provenance = provenance
         self.state = {}
         self.reset()
 
@@ -74,21 +109,42 @@ class Pi05Policy:
         stats = NormStats.load(norm_stats or assets.norm_stats_path())
         return cls(config, model, Tokenizer(tokenizer or assets.tokenizer_path()), stats, glue)
 
+    @classmethod
+    def from_checkpoint(cls, checkpoint, tokenizer: str, joint_names=None,
+                        glue: GlueConfig | None = None, device: str = 'cpu',
+                        dtype: str | None = None) -> 'Pi05Policy':
+        """A LeRobot or openpi checkpoint (checkpoint/reader.py `Checkpoint`) with the user's
+        tokenizer; `glue.prompt_format` defaults to the checkpoint's trainer's."""
+        from lamp_ros.policies.pi05.checkpoint.load import load_model, provenance
+        from lamp_ros.policies.pi05.checkpoint.reader import check_tokenizer
+        tok = Tokenizer(tokenizer)
+        check_tokenizer(tok, checkpoint)
+        names = tuple(joint_names or (f'joint{i}' for i in range(checkpoint.joints)))
+        if len(names) != checkpoint.joints:
+            raise ValueError(f'joint_names: {len(names)} names, the checkpoint has '
+                             f'{checkpoint.joints} joints')
+        glue = glue or GlueConfig(prompt_format=checkpoint.prompt_format)
+        model = load_model(checkpoint, device, dtype)
+        robot = RobotIO(names, checkpoint.state, checkpoint.actions)
+        return cls(checkpoint.config, model, tok, robot, glue, provenance(checkpoint, dtype))
+
     def reset(self) -> None:
         """Start a new episode: the noise counter restarts."""
         self.state['noise'] = {'counter': np.zeros((1,), np.int64)}
 
     @property
     def joint_names(self) -> tuple:
-        return self.norm_stats.joint_names
+        return self.robot.joint_names
 
     @property
     def interface(self) -> PolicyInterface:
-        """Three camera slots (any frame size), the norm stats' joints, a task prompt."""
+        """The config's camera slots (any frame size), the robot's joints, a task prompt."""
+        low, high = self.robot.state.typical_range(len(self.joint_names))
+        sizes = {slot: size for slot, size in DEFAULT_SIZES.items()
+                 if slot in self.config.camera_slots}
         return PolicyInterface(self.config.camera_slots, self.joint_names, prompt=True,
-                               camera_sizes=DEFAULT_SIZES,
-                               state_low=tuple(map(float, self.norm_stats.state.q01)),
-                               state_high=tuple(map(float, self.norm_stats.state.q99)),
+                               camera_sizes=sizes, state_low=tuple(map(float, low)),
+                               state_high=tuple(map(float, high)),
                                action_horizon=self.config.action_horizon)
 
     @property
@@ -98,28 +154,31 @@ class Pi05Policy:
 
     def example_observation(self, seed: int = 0, sizes: dict | None = None,
                             prompt: str = DEFAULT_PROMPT) -> dict:
-        """An observation for tracing and parity (example.py), the state in this policy's
-        quantile range."""
-        return example_observation(self.norm_stats, seed, sizes, prompt)
+        """An observation for tracing and parity (example.py's frame sizes), the state in the
+        range the state stats describe."""
+        return self.interface.example_observation(seed, prompt, sizes)
 
     # ---- host stages (numpy) -------------------------------------------------------------
 
     @stage('normalize_state', 'preprocess', outputs=('state',),
-           attrs=lambda self: {'stats': self.norm_stats.state.to_dict()})
+           attrs=lambda self: self.robot.state.attrs())
     def normalize_state(self, state: np.ndarray) -> np.ndarray:
-        """Joint positions -> [-1, 1] by the state quantiles (robot dims, no padding)."""
-        return quantile_normalize(state, self.norm_stats.state)
+        """Joint positions -> the model's space by the state stats (robot dims, no padding)."""
+        return self.robot.state.normalize(state)
 
-    @stage('discretize_state', 'preprocess', outputs=('bins',), attrs=lambda self: {'bins': 256})
+    @stage('discretize_state', 'preprocess', outputs=('bins',),
+           attrs=lambda self: {'bins': 256, **self.prompt_format.attrs()})
     def discretize_state(self, norm_state: np.ndarray) -> np.ndarray:
-        return discretize_state(np.clip(norm_state, -1.0, 1.0), 256)
+        return self.prompt_format.discretize(norm_state, 256)
 
     @stage('tokenize', 'host', outputs=('token_ids', 'token_mask'),
            attrs=lambda self: {'format': 'pi05', 'max_len': self.config.max_token_len,
-                               'tokenizer_sha256': self.tokenizer.sha256})
+                               'tokenizer_sha256': self.tokenizer.sha256,
+                               **self.prompt_format.attrs()})
     def tokenize(self, prompt: str, state_bins: np.ndarray):
         """pi0.5 prompt `Task: ..., State: ...;\\nAction: ` -> (ids, mask), each (1, L)."""
-        return tokenize_pi05(self.tokenizer, prompt, state_bins, self.config.max_token_len)
+        return tokenize_pi05(self.tokenizer, prompt, state_bins, self.config.max_token_len,
+                             self.prompt_format)
 
     @stage('preprocess_image', 'preprocess', outputs=('pixels',), key='camera',
            attrs=lambda self: {'size': self.config.vision.image_size,
@@ -148,11 +207,10 @@ class Pi05Policy:
         return noise
 
     @stage('unnormalize_actions', 'postprocess', outputs=('chunk',),
-           attrs=lambda self: {'stats': self.norm_stats.actions.to_dict(),
-                               'joints': len(self.joint_names)})
+           attrs=lambda self: {**self.robot.actions.attrs(), 'joints': len(self.joint_names)})
     def unnormalize_actions(self, actions) -> np.ndarray:
         """(1, horizon, action_dim) normalised -> (horizon, joints) in robot units."""
-        return unnormalize_actions(as_numpy(actions), self.norm_stats.actions,
+        return unnormalize_actions(as_numpy(actions), self.robot.actions,
                                    len(self.joint_names))
 
     # ---- model stages (torch) ------------------------------------------------------------

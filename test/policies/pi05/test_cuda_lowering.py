@@ -17,7 +17,6 @@ from lamp_ros.spec import BuildOptions, load_spec
 from lamp_ros.kernels import tuning
 from lamp_ros.policies.pi05.cuda import choices, expert_layers, gemms, lowering
 from lamp_ros.policies.pi05.cuda.lowering import bypassed_modules, use_kernels
-from lamp_ros.policies.pi05.example import example_observation
 from lamp_ros.trace.from_spec import build_pipeline, trace_pipeline
 
 
@@ -25,7 +24,7 @@ from lamp_ros.trace.from_spec import build_pipeline, trace_pipeline
 def optimised():
     pipeline = build_pipeline(load_spec('config/specs/pi05_tiny.yaml'))
     values = {}
-    graph = trace_pipeline(pipeline, example_observation(pipeline.policy.norm_stats),
+    graph = trace_pipeline(pipeline, pipeline.policy.example_observation(),
                            export=False, values_out=values)
     modules = stage_modules(graph, pipeline.policy)
     passed, _ = run_passes(REWRITES, modules, {name: True for name in PASS_NAMES})

@@ -17,7 +17,6 @@ from lamp_ros.policies.pi05.staged.lower import lower
 from lamp_ros.compiler.record_passes import stage_modules
 from lamp_ros.spec import load_spec, parse_spec, SpecError
 from lamp_ros.graph.graph import Graph
-from lamp_ros.policies.pi05.example import example_observation
 from lamp_ros.trace.from_spec import build_pipeline, trace_pipeline
 
 SPEC = 'config/specs/pi05_tiny.yaml'  # the exact passes on (the `no_passes` variant: off)
@@ -49,7 +48,7 @@ def stages():
     """(graph, eager modules by node id, example values of one traced tick)."""
     pipeline = build_pipeline(load_spec(SPEC))
     values = {}
-    graph = trace_pipeline(pipeline, example_observation(pipeline.policy.norm_stats),
+    graph = trace_pipeline(pipeline, pipeline.policy.example_observation(),
                            export=False, values_out=values)
     return graph, stage_modules(graph, pipeline.policy), values
 

@@ -5,7 +5,6 @@ import pytest
 import torch
 
 from lamp_ros.ops.prompt import format_prompt
-from lamp_ros.policies.pi05.example import example_observation
 from lamp_ros.policies.pi05.policy import Pi05Policy
 from lamp_ros.policies.pi05.weights import load_weights, save_weights
 
@@ -17,7 +16,7 @@ def policy():
 
 @pytest.fixture
 def obs(policy):
-    return example_observation(policy.norm_stats, seed=1)
+    return policy.example_observation(seed=1)
 
 
 def test_chunk_shape_and_finite(policy, obs):
@@ -69,7 +68,7 @@ def test_missing_camera_is_masked_not_zero_filled_silently(policy, obs):
 
 @pytest.mark.parametrize('h,w', [(480, 640), (224, 224), (720, 1280), (100, 60)])
 def test_any_image_size_accepted(policy, h, w):
-    obs = example_observation(policy.norm_stats, seed=2, sizes={'base': (h, w)})
+    obs = policy.example_observation(seed=2, sizes={'base': (h, w)})
     assert policy.infer(obs).shape == (50, 7)
 
 
@@ -86,9 +85,9 @@ def test_prompt_carries_discretised_state(policy, obs):
 
 
 def test_state_at_quantiles_maps_to_end_bins(policy):
-    stats = policy.norm_stats.state
-    assert policy.discretize_state(policy.normalize_state(stats.q01)).tolist() == [0] * 7
-    assert policy.discretize_state(policy.normalize_state(stats.q99)).tolist() == [255] * 7
+    stats = policy.robot.state.stats
+    assert policy.discretize_state(policy.normalize_state(stats['q01'])).tolist() == [0] * 7
+    assert policy.discretize_state(policy.normalize_state(stats['q99'])).tolist() == [255] * 7
 
 
 @pytest.mark.parametrize('mutate,field', [

@@ -4,7 +4,6 @@ import numpy as np
 import pytest
 
 from lamp_ros.spec import load_spec
-from lamp_ros.policies.pi05.example import example_observation
 from lamp_ros.policies.pi05.pipeline import pipeline_from_spec
 
 
@@ -19,7 +18,7 @@ def _inferences(pipeline) -> int:
 
 def test_ticks_infer_only_when_the_chunker_asks(pipeline):
     pipeline.reset()
-    obs = example_observation(pipeline.policy.norm_stats)
+    obs = pipeline.policy.example_observation()
     dt = 1.0 / pipeline.rate_hz
     commands = [pipeline.tick(obs, k * dt) for k in range(30)]
     # replan_at=25 of 50: a new chunk at tick 0 and again once 25 actions were used.
@@ -34,7 +33,7 @@ def test_ticks_infer_only_when_the_chunker_asks(pipeline):
 
 
 def test_reset_replays_the_episode(pipeline):
-    obs = example_observation(pipeline.policy.norm_stats, seed=4)
+    obs = pipeline.policy.example_observation(seed=4)
     pipeline.reset()
     first = [pipeline.tick(obs, k / 22.0) for k in range(3)]
     pipeline.reset()
