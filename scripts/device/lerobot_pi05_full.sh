@@ -8,8 +8,10 @@ set -euo pipefail
 out="$(realpath -m "${OUT:-out}")"
 work="${WORK:-/tmp/lerobot_full}"
 mkdir -p "$out" "$work/tok"
-export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 py="${PYTHON:-python3}"
+# lamp_ros from this tree, with its metadata (the checkpoint formats are entry points)
+mkdir -p "$work/meta" && "$py" setup.py -q egg_info --egg-base "$work/meta" > /dev/null
+export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD:$work/meta${PYTHONPATH:+:$PYTHONPATH}"
 if [ "${SMOKE:-0}" = 1 ]; then
   flags=(--smoke --device cpu); target=cpu
 else
