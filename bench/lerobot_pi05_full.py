@@ -154,47 +154,113 @@ def _percentiles(seconds) -> dict:
             'p99_ms': round(float(np.percentile(ms, 99)), 3), 'runs': len(ms)}
 
 
-def compare(args) -> None:
+def lerobot_actions(policy, post, obs: dict, capture: dict, device: str):
+    """LeRobot's normalised and robot-unit actions for lamp's token ids and flow noise."""
     import torch
+    batch = {f'observation.images.{cam}': torch.from_numpy(img).permute(2, 0, 1)[None]
+             .float().to(device) / 255 for cam, img in obs['images'].items()}
+    batch['observation.language.tokens'] = torch.from_numpy(
+        np.asarray(capture['tokenize.token_ids'])).to(device)
+    batch['observation.language.attention_mask'] = torch.from_numpy(
+        np.asarray(capture['tokenize.token_mask'])).to(device)
+    noise = torch.from_numpy(np.ascontiguousarray(capture['sample_noise.noise'])).to(device)
+    with torch.no_grad():
+        normalized = policy.predict_action_chunk(batch, noise=noise)
+    return (batch, normalized[0].float().cpu().numpy(),
+            post(normalized)[0].float().cpu().numpy())
+
+
+def row(case: int, capture: dict, chunk, theirs_norm, theirs) -> dict:
+    ours_norm = np.asarray(capture['denoise.actions'])[0, :, :JOINTS]
+    return {'case': case, 'tokens': int(np.asarray(capture['tokenize.token_mask']).sum()),
+            'normalized_max_abs': float(np.abs(ours_norm - theirs_norm).max()),
+            'normalized_cosine': _cosine(ours_norm, theirs_norm),
+            'actions_max_abs': float(np.abs(chunk - theirs).max()),
+            'actions_cosine': _cosine(chunk, theirs),
+            'actions_scale': float(np.abs(theirs).max())}
+
+
+def load_lerobot(args):
     from lerobot.policies.pi05.modeling_pi05 import PI05Policy
     from lerobot.processor import PolicyProcessorPipeline
     from lerobot.processor.converters import (policy_action_to_transition,
                                               transition_to_policy_action)
-
-    from lamp_ros.runtime import Runtime
-
-    runtime = Runtime.load(args.artifact)
     if args.smoke:
         fixtures().shrink_lerobot()
-    device = args.device
-    policy = PI05Policy.from_pretrained(args.checkpoint, local_files_only=True).to(device).eval()
+    policy = PI05Policy.from_pretrained(args.checkpoint, local_files_only=True)
     post = PolicyProcessorPipeline.from_pretrained(
         args.checkpoint, config_filename='policy_postprocessor.json',
         to_transition=policy_action_to_transition, to_output=transition_to_policy_action)
+    return policy.to(args.device).eval(), post
+
+
+def eager(args) -> None:
+    """lamp's eager policy, built from the spec `lamp import` wrote, against LeRobot: the
+    import itself at full size, before any compilation."""
+    import torch
+    from lamp_ros.spec import load_spec
+    from lamp_ros.trace.from_spec import build_pipeline
+    start = time.perf_counter()
+    pipeline = build_pipeline(load_spec(args.spec), device=args.device)
+    loaded = time.perf_counter() - start
+    policy, post = load_lerobot(args)
+    ours = pipeline.policy
+    ours.reset()
+    rows = []
+    for i, obs in enumerate(observations()):
+        capture = {}
+        with torch.no_grad():
+            norm_state = ours.normalize_state(obs['state'])
+            ids, mask = ours.tokenize(obs['prompt'], ours.discretize_state(norm_state))
+            noise = ours.sample_noise()
+            pixels, image_mask = ours.stack_cameras(
+                {slot: ours.preprocess_image(img, camera=slot)
+                 for slot, img in obs['images'].items()})
+            cache = ours.prefix(ours.vision(pixels), image_mask, ids, mask)
+            actions = ours.denoise(*cache, noise)
+            chunk = ours.unnormalize_actions(actions)
+        capture = {'tokenize.token_ids': ids, 'tokenize.token_mask': mask,
+                   'sample_noise.noise': noise, 'denoise.actions': as_host(actions)}
+        _, theirs_norm, theirs = lerobot_actions(policy, post, obs, capture, args.device)
+        rows.append(row(i, capture, chunk, theirs_norm, theirs))
+        print(json.dumps(rows[-1]), flush=True)
+    result = {'device': _device_name(args.device), 'lamp_eager_load_s': round(loaded, 1),
+              'cases': rows, 'worst': _worst(rows)}
+    print(json.dumps(result['worst']), flush=True)
+    with open(args.out, 'w', encoding='utf-8') as f:
+        json.dump(result, f, indent=1)
+
+
+def as_host(value):
+    return value.float().cpu().numpy() if hasattr(value, 'cpu') else np.asarray(value)
+
+
+def _device_name(device: str) -> str:
+    import torch
+    return torch.cuda.get_device_name(0) if device.startswith('cuda') else 'cpu'
+
+
+def _worst(rows) -> dict:
+    return {k: (max if 'max_abs' in k else min)(r[k] for r in rows)
+            for k in ('normalized_max_abs', 'normalized_cosine', 'actions_max_abs',
+                      'actions_cosine')}
+
+
+def compare(args) -> None:
+    """The compiled artifact against LeRobot: actions, then latency."""
+    import torch
+    from lamp_ros.runtime import Runtime
+
+    runtime = Runtime.load(args.artifact)
+    policy, post = load_lerobot(args)
     runtime.reset()
     rows, batches = [], []
     for i, obs in enumerate(observations()):
         capture = {}
         chunk = runtime.infer(obs, capture=capture)
-        batch = {f'observation.images.{cam}': torch.from_numpy(img).permute(2, 0, 1)[None]
-                 .float().to(device) / 255 for cam, img in obs['images'].items()}
-        batch['observation.language.tokens'] = torch.from_numpy(
-            capture['tokenize.token_ids']).to(device)
-        batch['observation.language.attention_mask'] = torch.from_numpy(
-            capture['tokenize.token_mask']).to(device)
+        batch, theirs_norm, theirs = lerobot_actions(policy, post, obs, capture, args.device)
         batches.append(batch)
-        noise = torch.from_numpy(np.ascontiguousarray(capture['sample_noise.noise'])).to(device)
-        with torch.no_grad():
-            normalized = policy.predict_action_chunk(batch, noise=noise)
-        theirs = post(normalized)[0].float().cpu().numpy()
-        ours_norm = capture['denoise.actions'][0, :, :JOINTS]
-        theirs_norm = normalized[0].float().cpu().numpy()
-        rows.append({'case': i, 'tokens': int(capture['tokenize.token_mask'].sum()),
-                     'normalized_max_abs': float(np.abs(ours_norm - theirs_norm).max()),
-                     'normalized_cosine': _cosine(ours_norm, theirs_norm),
-                     'actions_max_abs': float(np.abs(chunk - theirs).max()),
-                     'actions_cosine': _cosine(chunk, theirs),
-                     'actions_scale': float(np.abs(theirs).max())})
+        rows.append(row(i, capture, chunk, theirs_norm, theirs))
         print(json.dumps(rows[-1]), flush=True)
     obs = observations()[0]
     lamp_s = []
@@ -203,7 +269,7 @@ def compare(args) -> None:
         runtime.infer(obs)
         lamp_s.append(time.perf_counter() - start)
     lerobot_s = []
-    sync = torch.cuda.synchronize if device.startswith('cuda') else (lambda: None)
+    sync = torch.cuda.synchronize if args.device.startswith('cuda') else (lambda: None)
     with torch.no_grad():
         for _ in range(max(3, args.runs // 4)):
             policy.reset()  # an empty action queue: select_action computes a chunk
@@ -212,11 +278,7 @@ def compare(args) -> None:
             policy.select_action(batches[0])
             sync()
             lerobot_s.append(time.perf_counter() - start)
-    result = {'device': torch.cuda.get_device_name(0) if device.startswith('cuda') else 'cpu',
-              'cases': rows,
-              'worst': {k: (max if 'max_abs' in k else min)(r[k] for r in rows)
-                        for k in ('normalized_max_abs', 'normalized_cosine', 'actions_max_abs',
-                                  'actions_cosine')},
+    result = {'device': _device_name(args.device), 'cases': rows, 'worst': _worst(rows),
               'lamp_infer': _percentiles(lamp_s[2:]),
               'lerobot_select_action': _percentiles(lerobot_s[1:]),
               'artifact_id': runtime.id}
@@ -244,6 +306,11 @@ def main() -> None:
     p.add_argument('--reference', help='checkpoint folder: report peak / its size')
     p.add_argument('command', nargs=argparse.REMAINDER)
     p.set_defaults(func=peak)
+    p = sub.add_parser('eager')
+    p.add_argument('--checkpoint', required=True)
+    p.add_argument('--spec', required=True)
+    p.add_argument('--out', required=True)
+    p.set_defaults(func=eager)
     p = sub.add_parser('compare')
     p.add_argument('--checkpoint', required=True)
     p.add_argument('--artifact', required=True)

@@ -28,6 +28,9 @@ rm -rf "$ckpt" "$work/artifact"
 "$py" bench/lerobot_pi05_full.py peak --record "$out/peak.jsonl" --reference "$ckpt" \
   "$py" -m lamp_ros.cli import "$ckpt" --tokenizer "$work/tokenizer.model" --target "$target" \
   --out "$work/pi05_lerobot.yaml" 2>&1 | tee "$out/import.log"
+# the import itself at full size, before compiling: lamp's eager policy against LeRobot
+"$py" bench/lerobot_pi05_full.py "${flags[@]}" eager --checkpoint "$ckpt" \
+  --spec "$work/pi05_lerobot.yaml" --out "$out/eager.json" 2>&1 | tee "$out/eager.log"
 rc=0
 "$py" bench/lerobot_pi05_full.py peak --record "$out/peak.jsonl" --reference "$ckpt" \
   "$py" -m lamp_ros.cli compile "$work/pi05_lerobot.yaml" --out "$work/artifact" \
