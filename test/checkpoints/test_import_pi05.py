@@ -113,3 +113,33 @@ def test_diff_names_the_checkpoint(build_imported, capsys):
     report = json.loads(capsys.readouterr().out)
     assert 'checkpoint' in report['changed']
     assert report['checkpoint']['format'] == ['lerobot', 'openpi']
+
+
+def test_a_bf16_checkpoint_compiles_for_the_cpu(tmp_path, capsys):
+    """LeRobot's bf16 mode stores most weights in bf16 and the vision tower in fp32: for the
+    CPU the eager reference is float32 (exact for both), ONNX Runtime runs fp32, and the
+    provenance says what was stored and what was cast."""
+    import shutil
+
+    import torch
+    from safetensors.torch import load_file as load_torch, save_file as save_torch
+
+    folder = tmp_path / 'lerobot_bf16'
+    shutil.copytree(os.path.join(DATA, FORMATS['lerobot']), folder)
+    path = str(folder / 'model.safetensors')
+    tensors = {k: v if 'vision_tower' in k else v.to(torch.bfloat16)
+               for k, v in load_torch(path).items()}
+    save_torch(tensors, path)
+    spec = str(tmp_path / 'bf16.yaml')
+    assert lamp(['import', str(folder), '--tokenizer', os.path.join(DATA, 'tokenizer.model'),
+                 '--out', spec]) == 0
+    assert 'weights       bfloat16' in capsys.readouterr().out
+    assert lamp(['compile', spec, '--out', str(tmp_path / 'art')]) == 0
+    with open(tmp_path / 'art' / 'provenance.json', encoding='utf-8') as f:
+        prov = json.load(f)
+    assert (prov['stored_dtype'], prov['model_dtype']) == ('bfloat16', 'float32')
+    assert prov['cast_tensors'] > 50
+    obs, _, expected = cases()[0]
+    chunk = Runtime.load(str(tmp_path / 'art')).infer(obs)
+    # the same network with bf16-rounded weights: close to the fp32 checkpoint's actions
+    assert np.abs(chunk - expected['lerobot.actions']).max() < 0.1

@@ -13,18 +13,19 @@ def pipeline_from_spec(spec, device: str = 'cpu') -> ControlPipeline:
     """Build the eager policy and its control pipeline. `policy.options`: `preset` (pi05_tiny,
     pi05_full, or from_weights: the model a checkpoint's tensors describe, `weights:` naming
     the checkpoint), `glue` (interpolation, noise_seed, prompt_format: GlueConfig), and for a
-    checkpoint `tokenizer` ({path, sha256}) and `joint_names`."""
+    checkpoint `tokenizer` ({path, sha256}), `joint_names` and `dtype` (the eager model's; by
+    default the dtype most of its weights are stored in)."""
     from lamp_ros.policies.pi05.policy import GlueConfig, Pi05Policy
 
     options = spec.policy['options']
-    check_keys(options, {'preset', 'glue', 'tokenizer', 'joint_names'}, 'policy.options')
+    check_keys(options, {'preset', 'glue', 'tokenizer', 'joint_names', 'dtype'}, 'policy.options')
     check_keys(options.get('glue', {}), GLUE, 'policy.options.glue')
     if 'preset' not in options:
         raise SpecError('policy.options.preset: missing (pi05_tiny, pi05_full or from_weights)')
     weights = spec.weights
     if options['preset'] == FROM_WEIGHTS:
         return control_pipeline(_from_checkpoint(spec, options, device), spec.control)
-    for key in ('tokenizer', 'joint_names'):
+    for key in ('tokenizer', 'joint_names', 'dtype'):
         if key in options:
             raise SpecError(f'policy.options.{key}: only with preset {FROM_WEIGHTS} (a preset '
                             'brings its own)')
@@ -41,7 +42,7 @@ def _from_checkpoint(spec, options: dict, device: str):
     """The policy of a LeRobot / openpi checkpoint named by `weights: {format, path}`."""
     from lamp_ros.ops.tokenizer import Tokenizer
     from lamp_ros.policies.pi05.checkpoint.reader import open_checkpoint
-    from lamp_ros.policies.pi05.policy import GlueConfig, Pi05Policy
+    from lamp_ros.policies.pi05.policy import DTYPES, GlueConfig, Pi05Policy
 
     weights = spec.weights
     if 'format' not in weights:
@@ -59,5 +60,8 @@ def _from_checkpoint(spec, options: dict, device: str):
     ckpt = open_checkpoint(spec.resolve(weights['path']), weights['format'],
                            weights.get('asset_id'), name=spec.name)
     glue = {'prompt_format': ckpt.prompt_format, **options.get('glue', {})}
+    dtype = options.get('dtype', ckpt.dtype)
+    if dtype not in DTYPES:
+        raise SpecError(f'policy.options.dtype: {dtype!r}; one of {", ".join(DTYPES)}')
     return Pi05Policy.from_checkpoint(ckpt, path, options.get('joint_names'),
-                                      GlueConfig(**glue), device)
+                                      GlueConfig(**glue), device, dtype)

@@ -107,6 +107,10 @@ def spec_dict(ckpt: Checkpoint, tokenizer: Tokenizer, names, spec_path: str, tar
             'tokenizer': {'path': _relative(tokenizer.model_path, spec_dir),
                           'sha256': tokenizer.sha256},
             'joint_names': list(names),
+            # the eager reference the artifact is checked against: float32 for the CPU (ONNX
+            # Runtime's CPU provider has no bf16 kernels; bf16 -> fp32 is exact), else the
+            # dtype the weights are stored in; each stage is cast to its own precision
+            'dtype': 'float32' if target == 'cpu' else ckpt.dtype,
             'glue': {'prompt_format': ckpt.prompt_format, 'interpolation': 'linear',
                      'noise_seed': 0}}},
         'weights': weights,

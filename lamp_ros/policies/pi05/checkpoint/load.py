@@ -3,8 +3,10 @@
 The model is built on the meta device and then given storage once; each tensor is read from the
 memory-mapped safetensors file, checked (its shape against the model the other tensors
 describe, every value finite) and copied into its parameter, so the host holds the model plus
-one tensor, not two copies of the checkpoint. A tensor stored in another dtype than the model's
-is cast, and the provenance says how many were.
+one tensor, not two copies of the checkpoint. The model has one dtype (the spec's
+`policy.options.dtype`, by default the one most weights are stored in): a tensor stored in
+another is cast (LeRobot's bf16 mode keeps the vision tower and the norms in fp32), and the
+provenance says how many were.
 """
 
 import os
