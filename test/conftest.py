@@ -166,14 +166,22 @@ CHECKPOINT_FOLDERS = {'lerobot': 'lerobot_pi05_tiny', 'openpi': 'openpi_pi05_tin
 CHECKPOINT_JOINTS = 'shoulder_pan,shoulder_lift,elbow,wrist_1,wrist_2,wrist_3'
 
 
-def import_checkpoint_spec(fmt: str, folder, extra=()) -> str:
+def import_checkpoint_spec(fmt: str, folder, joints: str = CHECKPOINT_JOINTS) -> str:
     """`lamp import` of a tiny upstream checkpoint (test/data/checkpoints) into folder/."""
     from lamp_ros.cli import main as lamp
     spec = str(folder / f'{fmt}_tiny.yaml')
     assert lamp(['import', os.path.join(CHECKPOINTS, CHECKPOINT_FOLDERS[fmt]), '--tokenizer',
-                 os.path.join(CHECKPOINTS, 'tokenizer.model'), '--joint-names',
-                 CHECKPOINT_JOINTS, '--out', spec, *extra]) == 0
+                 os.path.join(CHECKPOINTS, 'tokenizer.model'), '--joint-names', joints,
+                 '--out', spec]) == 0
     return spec
+
+
+@pytest.fixture(scope='session')
+def lerobot_sim_artifact(tmp_path_factory):
+    """The tiny LeRobot checkpoint imported for six of the simulated arm's joints."""
+    spec = import_checkpoint_spec('lerobot', tmp_path_factory.mktemp('import_sim'),
+                                  'joint1,joint2,joint3,joint4,joint5,joint6')
+    return shared_build(tmp_path_factory, 'lerobot_pi05_tiny_sim', _compiler(spec))
 
 
 @pytest.fixture(scope='session')
