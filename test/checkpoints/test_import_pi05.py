@@ -143,3 +143,19 @@ def test_a_bf16_checkpoint_compiles_for_the_cpu(tmp_path, capsys):
     chunk = Runtime.load(str(tmp_path / 'art')).infer(obs)
     # the same network with bf16-rounded weights: close to the fp32 checkpoint's actions
     assert np.abs(chunk - expected['lerobot.actions']).max() < 0.1
+
+
+@pytest.mark.parametrize('mode', ['QUANTILES', 'QUANTILE10', 'MIN_MAX', 'MEAN_STD', 'IDENTITY'])
+def test_every_lerobot_normalisation_mode_as_lerobot_computes_it(mode):
+    """lamp's Normalizer against LeRobot's own NormalizerProcessorStep /
+    UnnormalizerProcessorStep (values in the fixture), a zero-range dimension included."""
+    from lamp_ros.ops.normalize import MODES, Normalizer
+    values = load_file(os.path.join(DATA, 'expected.safetensors'))
+    for key, what, method in (('observation.state', 'state_normalized', 'normalize'),
+                              ('action', 'actions_unnormalized', 'unnormalize')):
+        stats = {name: values[f'modes.stats.{key}.{name}'] for name in MODES[mode.lower()]}
+        normalizer = Normalizer(mode.lower(), stats, 'lerobot')
+        given = values['modes.state' if method == 'normalize' else 'modes.actions']
+        np.testing.assert_allclose(getattr(normalizer, method)(given),
+                                   values[f'modes.{mode}.{what}'], rtol=1e-6, atol=1e-6,
+                                   err_msg=f'{mode} {key}')
