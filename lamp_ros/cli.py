@@ -183,7 +183,7 @@ def _import(args) -> int:
         importer = found[0]
     names = [n.strip() for n in args.joint_names.split(',')] if args.joint_names else None
     importer.run(args.checkpoint, args.tokenizer, joint_names=names, out=args.out,
-                 asset_id=args.asset_id, target=args.target)
+                 asset_id=args.asset_id, target=args.target, robot=args.robot)
     return 0
 
 
@@ -215,9 +215,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('--execution', choices=('async', 'sync'), default='async')
     p.set_defaults(func=_demo)
 
-    p = sub.add_parser('sim', help='simulated arm: 3 cameras + joint states following commands')
+    p = sub.add_parser('sim', help='a simulated robot: cameras + joint states following commands')
     p.add_argument('ros_args', nargs=argparse.REMAINDER,
-                   help='e.g. --ros-args -p camera_width:=640 -p encoding:=bgr8')
+                   help='e.g. --ros-args -p artifact:=artifacts/my (the robot it was built for)'
+                   ' or -p robot_file:=config/robots/ur5e_2f85.yaml')
     p.set_defaults(func=_sim)
 
     p = sub.add_parser('trace', help='trace a model spec into a typed stage graph (JSON)')
@@ -236,6 +237,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('--joint-names', help='comma-separated, action-vector order '
                    '(default: joint0..jointN-1)')
     p.add_argument('--asset-id', help='openpi: the assets/<asset_id> folder of the norm stats')
+    p.add_argument('--robot', help='a robot file (config/robots/*.yaml) the spec names: joints, '
+                   'limits, cameras')
     p.add_argument('--target', choices=('cpu', 'cuda'), default='cpu',
                    help='what the written spec compiles for')
     p.add_argument('--out', help='spec YAML to write (default: <checkpoint folder name>.yaml)')

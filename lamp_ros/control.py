@@ -17,6 +17,7 @@ import numpy as np
 from lamp_ros.observation import validate_observation
 from lamp_ros.ops.chunker import ActionChunker
 from lamp_ros.ops.clamp import SafetyClamp
+from lamp_ros.ops.delta import check_mask, delta_to_absolute
 from lamp_ros.ops.smoother import Smoother
 from lamp_ros.trace.stage import as_numpy, stage
 
@@ -35,8 +36,15 @@ class ControlPipeline:
         self.smoother = smoother
         self.clamper = clamp
         self.rate_hz = rate_hz
+        self.delta_mask = None   # actions relative to the state (set_delta_mask)
         self.state = {}
         self.reset()
+
+    def set_delta_mask(self, mask) -> None:
+        """The policy's actions are deltas for the joints `mask` marks (a robot's `action:
+        {kind: delta}`): the state the chunk was computed from is added to them."""
+        self.delta_mask = None if mask is None else tuple(
+            bool(m) for m in check_mask(mask, len(self.policy.interface.joint_names)))
 
     def reset(self) -> None:
         """New episode: empty plan, fresh filters, no previous command, noise counter at 0."""
@@ -44,6 +52,12 @@ class ControlPipeline:
                       'smoother': self.smoother.init_state(),
                       'clamp': self.clamper.init_state()}
         self.policy.reset()
+
+    @stage('delta_to_absolute', 'postprocess', outputs=('chunk',),
+           attrs=lambda self: {'mask': list(self.delta_mask)})
+    def to_absolute(self, chunk, state: np.ndarray) -> np.ndarray:
+        """Deltas -> absolute positions for the masked joints (ops/delta.py)."""
+        return delta_to_absolute(as_numpy(chunk), state, self.delta_mask)
 
     @stage('chunker', 'stateful', outputs=('action',), state='chunker',
            attrs=lambda self: self.chunker.to_dict())
@@ -95,6 +109,8 @@ class ControlPipeline:
                                    len(interface.joint_names), interface.prompt)
         t_obs = t if t_obs is None else t_obs
         chunk = policy.infer(obs) if self.needs_chunk(t) else None
+        if chunk is not None and self.delta_mask is not None:
+            chunk = self.to_absolute(chunk, obs.state)
         action = self.chunk_action(chunk, t_obs, t)
         return self.clamp(self.smooth(action, t), obs.state)
 

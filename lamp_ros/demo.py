@@ -81,7 +81,9 @@ def run_demo(seconds: float = 10.0, execution: str = 'async') -> int:
     commands, latency, diagnostics = [], [], []
     try:
         with rclpy.init():
-            sim = SimRobot()
+            from rclpy.parameter import Parameter
+            # the simulated arm is the robot the artifact was built for (its spec's robot:)
+            sim = SimRobot(parameter_overrides=[Parameter('artifact', value=artifact)])
             probe = Node('demo_probe')
             probe.create_subscription(JointTrajectory, '/vla_policy/joint_trajectory',
                                       lambda m: commands.append((time.monotonic(), m)), 50)

@@ -46,6 +46,19 @@ TINY_SPEC = 'config/specs/pi05_tiny.yaml'
 SHARED_BUILDS = 'LAMP_TEST_BUILDS'
 
 
+def read_spec(path: str) -> dict:
+    """A spec file as data, with its robot file's path made absolute: an edited copy written
+    elsewhere (or parsed without its source) still finds the robot."""
+    import yaml
+    with open(path, encoding='utf-8') as f:
+        spec = yaml.safe_load(f)
+    robot = spec.get('robot')
+    if isinstance(robot, dict) and 'file' in robot and not os.path.isabs(robot['file']):
+        robot['file'] = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(path)),
+                                                      robot['file']))
+    return spec
+
+
 def shared_build(tmp_path_factory, name: str, build) -> str:
     """Path of the artifact `build(out)` compiles into `out`, made once for every test process
     of this run. With LAMP_TEST_BUILDS unset (a plain `pytest`), it is this session's own. Else
@@ -93,6 +106,13 @@ def point_reach_artifact(tmp_path_factory):
 
 
 @pytest.fixture(scope='session')
+def arm6_artifact(tmp_path_factory):
+    """pi05_tiny built for the 6-joint arm + gripper (config/robots/arm6_gripper.yaml)."""
+    return shared_build(tmp_path_factory, 'pi05_tiny_arm6',
+                        _compiler('config/specs/pi05_tiny_arm6.yaml'))
+
+
+@pytest.fixture(scope='session')
 def tiny_spec():
     from lamp_ros.spec import load_spec
     return load_spec(TINY_SPEC)
@@ -128,8 +148,7 @@ def tiny_variant(tmp_path_factory):
     built = {}
 
     def build(name: str, out: str) -> None:
-        with open(TINY_SPEC, encoding='utf-8') as f:
-            spec = yaml.safe_load(f)
+        spec = read_spec(TINY_SPEC)
         VARIANT_EDITS[name](spec)
         spec_path = specs / f'{name}.yaml'
         spec_path.write_text(yaml.safe_dump(spec))

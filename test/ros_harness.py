@@ -134,6 +134,16 @@ class RosHarness:
             time.sleep(0.05)
         return True
 
+    def assert_rate(self, rate_hz: float = 22.0, seconds: float = 4.0) -> str:
+        """The node publishes at `rate_hz` on its own clock (node_rate): cadence within 5%,
+        published at most 10% short (a starved process's timer drops ticks on a loaded
+        two-core machine). Returns the figures as text."""
+        cadence, published = self.node_rate(seconds)
+        report = f'cadence {cadence:.2f} Hz, published {published:.2f} Hz'
+        assert abs(cadence - rate_hz) <= 0.05 * rate_hz, report
+        assert 0.90 * rate_hz <= published <= 1.05 * rate_hz, report
+        return report
+
     def node_rate(self, seconds: float = 6.0, timeout: float = 60.0) -> tuple:
         """(cadence Hz, published Hz) over `seconds` of the node's own clock, from the 10th
         latency message on (past the episode's first ticks).

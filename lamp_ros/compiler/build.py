@@ -204,7 +204,7 @@ def compile_spec(spec_path: str, out: str, progress=None,
         _dump(root, 'plan.json', plan.to_dict())
         _dump(root, 'memory.json', memory.to_dict())
         _dump(root, 'spec.json', spec.to_dict())
-        abi = abi_from_graph(graph, pipeline.interface, pipeline.rate_hz)
+        abi = abi_from_graph(graph, pipeline.interface, pipeline.rate_hz, spec.robot)
         versions = tool_versions()
         write_manifest(root, spec.target, abi, versions, spec.name)
 

@@ -64,6 +64,8 @@ def diagnostic_status(node_name: str, hardware_id: str, report: dict):
     }
     for name, age in report['ages'].items():
         values[f'age_ms.{name}'] = 'never' if age is None else f'{age * 1e3:.1f}'
+    for slot, (height, width) in report.get('sizes', {}).items():
+        values[f'image_size.{slot}'] = f'{width}x{height}'
     for key in ('tick', 'inference'):
         if p[key]:
             values[f'{key}_p50_ms'] = f'{p[key]["p50_ms"]:.2f}'

@@ -52,6 +52,13 @@ class InputCache:
             ages['joint_states'] = (now - self._joints.received) if self._joints else None
         return ages
 
+    def sizes(self) -> dict:
+        """camera slot -> [height, width] of the last frame (any size is accepted: the
+        letterbox fits it; the diagnostics say what the robot sends)."""
+        with self._lock:
+            return {s: list(self._images[s].value.shape[:2]) for s in self.slots
+                    if s in self._images}
+
     def observation(self, now: float, prompt: str):
         """-> (observation dict, oldest input stamp, None) or (None, None, reason)."""
         with self._lock:

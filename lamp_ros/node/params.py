@@ -6,18 +6,21 @@ config/vla.yaml sets the same names; `describe()` feeds the ParameterDescriptors
 
 from dataclasses import dataclass
 
-DEFAULT_CAMERAS = ['']  # one topic per camera slot of the artifact: /camera/<slot>/image_raw
+DEFAULT_CAMERAS = ['']  # one topic per camera slot: the artifact's robot's, or /camera/<slot>/...
 
 PARAMETERS = {
     'artifact': ('artifacts/pi05_tiny', 'path of the compiled artifact directory'),
     'device': ('', 'runtime device; empty: the artifact target default (cpu, cuda:0)'),
     'rate_hz': (0.0, 'control rate: one command per tick; 0: the artifact\'s (abi.rate_hz)'),
     'cameras': (DEFAULT_CAMERAS, 'camera topics as "topic=slot" (slots from the artifact ABI); '
-                                 '[""]: /camera/<slot>/image_raw for each slot'),
-    'image_transport': ('raw', 'raw (sensor_msgs/Image) or compressed (CompressedImage on '
-                               '<topic>/compressed)'),
+                                 '[""]: the artifact robot\'s cameras, else '
+                                 '/camera/<slot>/image_raw for each slot'),
+    'image_transport': ('', 'raw (sensor_msgs/Image) or compressed (CompressedImage on '
+                            '<topic>/compressed) for every camera; "": each robot camera\'s '
+                            'encoding (raw without a robot)'),
     'joint_states_topic': ('/joint_states', 'sensor_msgs/JointState input'),
-    'joint_names': ([''], 'order of the action vector; [""]: the artifact\'s joints'),
+    'joint_names': ([''], 'the robot joint of each action dimension, in order (a remap); '
+                          '[""]: the artifact\'s joints'),
     'prompt': ('pick up the red cube and place it in the bowl', 'task prompt'),
     'max_obs_age_s': (0.5, 'inputs older than this are stale: hold and report'),
     'max_skew_s': (0.25, 'max spread of the camera stamps in one observation'),
@@ -37,7 +40,7 @@ PARAMETERS = {
     'autostart': (False, 'configure and activate by itself (no lifecycle manager)'),
 }
 
-CHOICES = {'image_transport': ('raw', 'compressed'),
+CHOICES = {'image_transport': ('', 'raw', 'compressed'),
            'output': ('joint_trajectory', 'float64_multi_array'),
            'on_fault': ('hold', 'silent'), 'execution': ('async', 'sync'),
            'chunk_merge_mode': ('', 'latest', 'temporal_ensemble', 'crossfade'),
@@ -73,14 +76,30 @@ class NodeConfig:
         except KeyError as exc:
             raise AttributeError(name) from exc
 
-    def camera_topics(self, slots) -> dict:
-        """slot -> topic (with /compressed for the compressed transport); `slots`, the
-        artifact's, name the topics when the parameter is left at its default."""
-        suffix = '/compressed' if self.values['image_transport'] == 'compressed' else ''
-        pairs = [c.split('=') for c in self.values['cameras']] \
-            if list(self.values['cameras']) != DEFAULT_CAMERAS else \
-            [(f'/camera/{slot}/image_raw', slot) for slot in slots]
-        return {slot: topic + suffix for topic, slot in pairs}
+    def camera_topics(self, slots, robot_cameras: dict | None = None) -> dict:
+        """slot -> (topic, compressed). Left at their defaults, the parameters follow the
+        artifact: its robot's cameras (`robot_cameras`: slot -> {topic, encoding}: jpeg and png
+        are CompressedImage on exactly that topic), else /camera/<slot>/image_raw for every
+        slot of `slots`. `cameras` ("topic=slot") remaps topics; `image_transport` set to raw
+        or compressed applies to every camera (compressed: on <topic>/compressed)."""
+        transport = self.values['image_transport']
+        robot_cameras = robot_cameras or {}
+        if list(self.values['cameras']) != DEFAULT_CAMERAS:
+            pairs = [c.split('=') for c in self.values['cameras']]
+        elif robot_cameras:
+            pairs = [(c['topic'], slot) for slot, c in robot_cameras.items()]
+        else:
+            pairs = [(f'/camera/{slot}/image_raw', slot) for slot in slots]
+        out = {}
+        for topic, slot in pairs:
+            if transport:
+                compressed = transport == 'compressed'
+                if compressed and not topic.endswith('/compressed'):
+                    topic += '/compressed'
+            else:
+                compressed = robot_cameras.get(slot, {}).get('encoding') in ('jpeg', 'png')
+            out[slot] = (topic, compressed)
+        return out
 
     def overrides(self) -> dict:
         """Runtime overrides of the stateful operators from the non-default parameters."""

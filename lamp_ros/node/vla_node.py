@@ -74,7 +74,8 @@ class VlaNode(LifecycleNode):
         gc.collect()
         gc.freeze()
         self.get_logger().info(f'artifact {self.runtime.id[:16]} loaded ({self.runtime.device}, '
-                               f'{self.config.execution}); {len(self._lamp_subs)} subscriptions')
+                               f'{self.config.execution}); {len(self._lamp_subs)} subscriptions; '
+                               f'joints {self.joint_names}')
         return SUCCESS
 
     def _configure(self) -> None:
@@ -89,12 +90,15 @@ class VlaNode(LifecycleNode):
                                     threads=cfg.inference_threads,
                                     rate_hz=cfg.rate_hz or None)
         artifact_joints = list(self.runtime.joint_names)
+        # joint_names remaps: action dimension i is read from and written to the robot joint
+        # joint_names[i] (one artifact, robots whose drivers name the joints differently)
         joints = [j for j in cfg.joint_names if j] or artifact_joints
-        if joints != artifact_joints:
-            raise ValueError(f'joint_names {joints} do not match the artifact ABI '
-                             f'{artifact_joints}')
+        if len(joints) != len(artifact_joints) or len(set(joints)) != len(joints):
+            raise ValueError(f'joint_names {joints}: one distinct robot joint per joint of the '
+                             f'artifact {artifact_joints}')
         self.joint_names = joints
-        slots = cfg.camera_topics(self.runtime.camera_slots)
+        robot = self.runtime.artifact.manifest['abi'].get('robot') or {}
+        slots = cfg.camera_topics(self.runtime.camera_slots, robot.get('cameras'))
         unknown = sorted(set(slots) - set(self.runtime.camera_slots))
         if unknown:
             raise ValueError(f'cameras: slots {unknown} are not in the artifact ABI '
@@ -121,11 +125,11 @@ class VlaNode(LifecycleNode):
             'diagnostics': self.create_lifecycle_publisher(DiagnosticArray, '/diagnostics', 10),
         }
         inputs = ReentrantCallbackGroup()
-        compressed = cfg.image_transport == 'compressed'
-        for slot, topic in slots.items():
+        for slot, (topic, compressed) in slots.items():
             self._lamp_subs.append(self.create_subscription(
                 CompressedImage if compressed else Image, topic,
-                lambda msg, slot=slot: self._on_image(slot, msg, compressed),
+                lambda msg, slot=slot, compressed=compressed: self._on_image(slot, msg,
+                                                                             compressed),
                 qos_profile_sensor_data, callback_group=inputs))
         self._lamp_subs.append(self.create_subscription(
             JointState, cfg.joint_states_topic, self._on_joints, qos_profile_sensor_data,
@@ -293,7 +297,7 @@ class VlaNode(LifecycleNode):
         return {
             'level': level, 'message': message, 'artifact_id': self.runtime.id,
             'target_rate_hz': self.runtime.rate_hz, 'achieved_rate_hz': rate,
-            'ages': inputs.ages(self._now()), 'profile': profile,
+            'ages': inputs.ages(self._now()), 'sizes': inputs.sizes(), 'profile': profile,
             'e2e': {'p50_ms': float(np.percentile(e2e, 50)),
                     'p99_ms': float(np.percentile(e2e, 99))} if e2e.size else None,
             'stale_ticks': inputs.stale_ticks, 'rejected_total': rejected,

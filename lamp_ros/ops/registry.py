@@ -14,6 +14,7 @@ from typing import Callable
 
 from lamp_ros.ops.chunker import ActionChunker
 from lamp_ros.ops.clamp import SafetyClamp
+from lamp_ros.ops.delta import delta_to_absolute
 from lamp_ros.ops.image import preprocess_image, stack_cameras
 from lamp_ros.ops.letterbox import letterbox_frames
 from lamp_ros.ops.noise import sample_noise
@@ -153,6 +154,12 @@ def _unnormalize_actions(attrs, resources):
     stats = Normalizer.from_attrs(attrs, 'unnormalize_actions')
     joints = int(attrs['joints'])
     return lambda actions: (unnormalize_actions(actions, stats, joints),)
+
+
+@host_op('delta_to_absolute')
+def _delta_to_absolute(attrs, resources):
+    mask = list(attrs['mask'])
+    return lambda chunk, state: (delta_to_absolute(chunk, state, mask),)
 
 
 @host_op('chunker', stateful=True, optional=('chunk',))

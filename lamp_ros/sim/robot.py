@@ -1,10 +1,19 @@
-"""`lamp sim`: a simulated 7-joint arm on ROS 2.
+"""`lamp sim`: a simulated arm on ROS 2, built from a robot description.
 
-Publishes three cameras (a moving synthetic scene, configurable size, encoding and transport)
-and /joint_states; the joints follow the commands on the policy's output topic with a
-first-order lag (time constant `tau_s`), so demo and tests close the loop. Cameras can be paused
-with the `cameras_enabled` parameter (tests use it to starve the policy).
+The robot comes from an artifact (`artifact`: the robot its spec named, in its ABI), from a
+robot file (`robot_file`, spec/robot.py), or is the bundled 7-joint arm
+(config/robots/sim7.yaml, whose cameras the `cameras`, `camera_width`, `camera_height`,
+`encoding` and `image_transport` parameters then shape). It publishes each camera as the robot
+says (a moving synthetic scene; jpeg/png as CompressedImage on exactly the given topic, raw
+encodings as Image) and /joint_states under the robot's joint names (`joint_names` renames
+them: a driver that names the same joints otherwise); the joints follow the commands on the
+policy's output topic with a first-order lag (time constant `tau_s`), within the robot's
+limits, so demo and tests close the loop. Cameras can be paused with the `cameras_enabled`
+parameter (tests use it to starve the policy).
 """
+
+import json
+import os
 
 import numpy as np
 from rclpy.node import Node
@@ -13,33 +22,49 @@ from rclpy.qos import qos_profile_sensor_data
 from lamp_ros.node import convert
 from lamp_ros.sim.dynamics import follow
 from lamp_ros.sim.scene import render
+from lamp_ros.spec.robot import parse_robot, Robot, RobotCamera
 
-JOINTS = ('joint1', 'joint2', 'joint3', 'joint4', 'joint5', 'joint6', 'gripper')
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SIM7 = os.path.join(ROOT, 'config', 'robots', 'sim7.yaml')
+
+
+def robot_of_artifact(path: str) -> Robot:
+    """The robot an artifact was built for (its ABI), or the bundled arm when it names none."""
+    with open(os.path.join(path, 'manifest.json'), encoding='utf-8') as f:
+        abi = json.load(f)['abi']
+    return Robot.from_abi(abi['robot']) if abi.get('robot') else parse_robot(
+        {'file': SIM7}, ROOT, 22.0)
 
 
 class SimRobot(Node):
     def __init__(self, name: str = 'sim_robot', **kwargs):
         super().__init__(name, **kwargs)
-        p = {'camera_width': 320, 'camera_height': 240, 'encoding': 'rgb8',
+        p = {'artifact': '', 'robot_file': '', 'joint_names': [''],
+             'camera_width': 320, 'camera_height': 240, 'encoding': 'rgb8',
              'image_transport': 'raw', 'camera_rate_hz': 10.0, 'joint_rate_hz': 50.0,
              'tau_s': 0.15, 'cameras': ['base', 'left_wrist', 'right_wrist'],
              'command_topic': '/vla_policy/joint_trajectory', 'cameras_enabled': True}
         for key, value in p.items():
             self.declare_parameter(key, value)
-        self.q = np.zeros(len(JOINTS))
+        self.robot = self._robot()
+        names = [n for n in self._p('joint_names') if n] or list(self.robot.joint_names)
+        if len(names) != len(self.robot.joints):
+            raise ValueError(f'joint_names: {len(names)} names for the robot\'s '
+                             f'{len(self.robot.joints)} joints')
+        self.joints = tuple(names)
+        self.lower = np.array([j.lower for j in self.robot.joints])
+        self.upper = np.array([j.upper for j in self.robot.joints])
+        self.q = np.clip(np.zeros(len(self.joints)), self.lower, self.upper)
         self.target = self.q.copy()
         self.commands = 0
         self._t0 = self._now()
         from sensor_msgs.msg import CompressedImage, Image, JointState
         from std_msgs.msg import Float64MultiArray
         from trajectory_msgs.msg import JointTrajectory
-        self.compressed = self._p('image_transport') == 'compressed'
-        msg_type = CompressedImage if self.compressed else Image
-        suffix = '/compressed' if self.compressed else ''
         self.camera_pubs = {
-            slot: self.create_publisher(msg_type, f'/camera/{slot}/image_raw{suffix}',
-                                        qos_profile_sensor_data)
-            for slot in self._p('cameras')}
+            slot: (camera, self.create_publisher(CompressedImage if camera.compressed else Image,
+                                                 camera.topic, qos_profile_sensor_data))
+            for slot, camera in self.robot.cameras.items()}
         self.joint_pub = self.create_publisher(JointState, '/joint_states', 10)
         topic = self._p('command_topic')
         if topic.endswith('commands'):
@@ -52,20 +77,36 @@ class SimRobot(Node):
     def _p(self, name):
         return self.get_parameter(name).value
 
+    def _robot(self) -> Robot:
+        """From the artifact, a robot file, or the bundled arm shaped by the camera
+        parameters."""
+        if self._p('artifact'):
+            return robot_of_artifact(self._p('artifact'))
+        if self._p('robot_file'):
+            return parse_robot({'file': os.path.abspath(self._p('robot_file'))}, ROOT, 22.0)
+        arm = parse_robot({'file': SIM7}, ROOT, 22.0)
+        compressed = self._p('image_transport') == 'compressed'
+        encoding = 'jpeg' if compressed else self._p('encoding')
+        cameras = {slot: RobotCamera(f'/camera/{slot}/image_raw' +
+                                     ('/compressed' if compressed else ''), encoding,
+                                     self._p('camera_width'), self._p('camera_height'))
+                   for slot in self._p('cameras')}
+        return Robot(arm.name, arm.joints, cameras, arm.action)
+
     def _now(self) -> float:
         return self.get_clock().now().nanoseconds * 1e-9
 
     def _on_trajectory(self, msg) -> None:
         if msg.points:
             index = {n: i for i, n in enumerate(msg.joint_names)}
-            target = [msg.points[0].positions[index[j]] for j in JOINTS if j in index]
-            if len(target) == len(JOINTS):
-                self.target = np.array(target)
+            target = [msg.points[0].positions[index[j]] for j in self.joints if j in index]
+            if len(target) == len(self.joints):
+                self.target = np.clip(np.array(target), self.lower, self.upper)
                 self.commands += 1
 
     def _on_array(self, msg) -> None:
-        if len(msg.data) == len(JOINTS):
-            self.target = np.array(msg.data)
+        if len(msg.data) == len(self.joints):
+            self.target = np.clip(np.array(msg.data), self.lower, self.upper)
             self.commands += 1
 
     def _step_joints(self) -> None:
@@ -74,7 +115,7 @@ class SimRobot(Node):
         self.q = follow(self.q, self.target, dt, self._p('tau_s'))
         msg = JointState()
         msg.header.stamp = self.get_clock().now().to_msg()
-        msg.name = list(JOINTS)
+        msg.name = list(self.joints)
         msg.position = [float(v) for v in self.q]
         self.joint_pub.publish(msg)
 
@@ -83,11 +124,10 @@ class SimRobot(Node):
             return
         stamp = self.get_clock().now().to_msg()
         t = self._now() - self._t0
-        w, h = self._p('camera_width'), self._p('camera_height')
-        for slot, pub in self.camera_pubs.items():
-            rgb = render(slot, w, h, t, self.q)
-            msg = convert.rgb_to_compressed(rgb) if self.compressed else \
-                convert.rgb_to_image(rgb, self._p('encoding'))
+        for slot, (camera, pub) in self.camera_pubs.items():
+            rgb = render(slot, camera.width, camera.height, t, self.q)
+            msg = convert.rgb_to_compressed(rgb, camera.encoding) if camera.compressed else \
+                convert.rgb_to_image(rgb, camera.encoding)
             msg.header.stamp = stamp
             msg.header.frame_id = f'{slot}_camera'
             pub.publish(msg)

@@ -20,8 +20,11 @@ def render(slot: str, width: int, height: int, t: float, q: np.ndarray) -> np.nd
     cube_y = int(height * 0.72)
     cv2.rectangle(image, (cube_x - size, cube_y - size), (cube_x + size, cube_y + size),
                   (220, 30, 30), -1)
-    reach = 0.5 + 0.15 * math.tanh(float(q[1])) + 0.1 * math.tanh(float(q[3]))
-    grip_x = int(width * (0.5 + 0.3 * math.tanh(float(q[0])) + 0.2 * shift))
+
+    def joint(i: int) -> float:  # robots of any joint count: a joint it lacks stays at 0
+        return float(q[i]) if i < len(q) - 1 else 0.0
+    reach = 0.5 + 0.15 * math.tanh(joint(1)) + 0.1 * math.tanh(joint(3))
+    grip_x = int(width * (0.5 + 0.3 * math.tanh(joint(0)) + 0.2 * shift))
     grip_y = int(height * (0.75 - 0.5 * reach))
     opening = int(size * (0.5 + 10 * float(q[-1])))
     cv2.line(image, (grip_x, 0), (grip_x, grip_y), (200, 200, 200), max(2, size // 3))

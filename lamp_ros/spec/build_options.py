@@ -11,6 +11,18 @@ class SpecError(ValueError):
     """A spec key is unknown, missing or holds an impossible value."""
 
 
+def read_yaml(path: str, what: str):
+    """A YAML file's data; an unreadable or malformed file is a SpecError naming `what`."""
+    import yaml
+    try:
+        with open(path, encoding='utf-8') as f:
+            return yaml.safe_load(f)
+    except OSError as exc:
+        raise SpecError(f'{what}: cannot read {path} ({exc})') from exc
+    except yaml.YAMLError as exc:
+        raise SpecError(f'{what}: {path} is not valid YAML ({exc})') from exc
+
+
 def check_keys(d, allowed, where):
     """SpecError naming the first key of mapping `d` not in `allowed` (`where`: its path)."""
     if not isinstance(d, dict):

@@ -9,9 +9,9 @@ says how it was made.
 from dataclasses import dataclass, field
 import os
 
-import yaml
-
-from lamp_ros.spec.build_options import build_options, BuildOptions, check_keys, SpecError
+from lamp_ros.spec.build_options import (build_options, BuildOptions, check_keys, read_yaml,
+                                         SpecError)
+from lamp_ros.spec.robot import parse_robot, Robot
 
 # The shortest prompt length a group runs at: torch.export specialises a dimension of size 0 or
 # 1, so the exported text axis stays dynamic only from 2 (backends/text_lengths.py).
@@ -54,6 +54,7 @@ class Spec:
     passes: dict = field(default_factory=dict)
     build: BuildOptions = BuildOptions()
     source: str = ''    # path the spec was read from
+    robot: Robot | None = None  # the embodiment (spec/robot.py); None: the policy's own
 
     def choice(self, op: str) -> StageChoice:
         return self.stages.get(op, self.stages['default'])
@@ -72,7 +73,8 @@ class Spec:
                                'fallback': list(c.fallback), 'reason': c.reason}
                            for k, c in self.stages.items()},
                 'fusion': self.fusion, 'parity': self.parity, 'passes': self.passes,
-                'build': self.build.to_dict()}
+                'build': self.build.to_dict(),
+                **({'robot': self.robot.to_dict()} if self.robot else {})}
 
 
 def _stage_choice(d, where, target) -> StageChoice:
@@ -112,7 +114,7 @@ def _passes(d) -> dict:
 def parse_spec(d: dict, source: str = '') -> Spec:
     """Validate a spec mapping into a Spec; errors name the key path."""
     check_keys(d, {'schema', 'name', 'policy', 'weights', 'control', 'target', 'stages',
-                   'fusion', 'parity', 'passes', 'build'}, '')
+                   'fusion', 'parity', 'passes', 'build', 'robot'}, '')
     if d.get('schema', SCHEMA) != SCHEMA:
         raise SpecError(f'schema: {d["schema"]!r}, expected {SCHEMA!r}')
     for key in ('name', 'policy', 'target'):
@@ -143,6 +145,14 @@ def parse_spec(d: dict, source: str = '') -> Spec:
     control = {'rate_hz': DEFAULT_RATE_HZ, **control}
     if not isinstance(control['rate_hz'], (int, float)) or not control['rate_hz'] > 0:
         raise SpecError(f'control.rate_hz: a rate in Hz > 0, got {control["rate_hz"]!r}')
+    robot = None
+    if d.get('robot') is not None:
+        base = os.path.dirname(os.path.abspath(source)) if source else os.getcwd()
+        robot = parse_robot(d['robot'], base, float(control['rate_hz']))
+        # the clamp's limits are the robot's; control.clamp, when given, overrides key by key
+        control['clamp'] = {**robot.clamp(), **control.get('clamp', {})}
+        if robot.delta_mask is not None:
+            control['delta_mask'] = list(robot.delta_mask)
     target = d['target']
     if target not in TARGETS:
         raise SpecError(f'target: {target!r} not in {TARGETS}')
@@ -173,7 +183,7 @@ def parse_spec(d: dict, source: str = '') -> Spec:
               **fusion}
     return Spec(name=d['name'], policy=policy, weights=weights, control=control, target=target,
                 stages=stages, fusion=fusion, parity=parity, passes=passes,
-                build=build_options(d.get('build') or {}), source=source)
+                build=build_options(d.get('build') or {}), source=source, robot=robot)
 
 
 def _check_device_letterbox(frames, target: str) -> None:
@@ -200,9 +210,4 @@ def load_spec(path: str) -> Spec:
     """Read and validate a spec YAML file."""
     if not os.path.isfile(path):
         raise FileNotFoundError(f'spec: no file {path}')
-    with open(path, encoding='utf-8') as f:
-        try:
-            data = yaml.safe_load(f)
-        except yaml.YAMLError as exc:
-            raise SpecError(f'spec {path}: not valid YAML: {exc}') from exc
-    return parse_spec(data or {}, source=path)
+    return parse_spec(read_yaml(path, 'spec') or {}, source=path)

@@ -6,18 +6,24 @@ import numpy as np
 
 from lamp_ros.graph.types import TensorType
 from lamp_ros.observation import validate_observation
+from lamp_ros.spec.robot import check_robot_fits
 from lamp_ros.trace.tracer import trace
 
 
 def build_pipeline(spec, device: str = 'cpu'):
-    """Call the spec's `policy.entry` ('module:function') with the spec."""
+    """Call the spec's `policy.entry` ('module:function') with the spec; a spec's robot is
+    checked against the interface the policy declares, and delta actions put in place."""
     entry = spec.policy.get('entry', '')
     module_name, _, func_name = entry.partition(':')
     try:
         factory = getattr(importlib.import_module(module_name), func_name)
     except (ImportError, AttributeError, ValueError) as exc:
         raise ValueError(f'policy.entry: cannot load {entry!r} ({exc})') from exc
-    return factory(spec, device=device)
+    pipeline = factory(spec, device=device)
+    if spec.robot is not None:
+        check_robot_fits(spec.robot, pipeline.interface)
+        pipeline.set_delta_mask(spec.robot.delta_mask)
+    return pipeline
 
 
 def image_input_types(slots) -> dict:

@@ -159,3 +159,32 @@ def test_every_lerobot_normalisation_mode_as_lerobot_computes_it(mode):
         np.testing.assert_allclose(getattr(normalizer, method)(given),
                                    values[f'modes.{mode}.{what}'], rtol=1e-6, atol=1e-6,
                                    err_msg=f'{mode} {key}')
+
+
+def test_import_with_a_robot_file(tmp_path, capsys):
+    """--robot: the spec names the robot file (its joints, limits and cameras); a robot of
+    another joint count is refused naming both."""
+    import yaml
+    sim7 = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(DATA))), 'config',
+                        'robots', 'sim7.yaml')
+    arm = tmp_path / 'arm.yaml'
+    arm.write_text(yaml.safe_dump({
+        'name': 'six', 'joints': [{'name': f'j{i}', 'lower': -1.0, 'upper': 1.0,
+                                   'max_step': 0.1} for i in range(6)],
+        'cameras': {'base_0_rgb': {'topic': '/cam/image_raw', 'encoding': 'bgr8',
+                                   'width': 640, 'height': 480}}}))
+    spec = str(tmp_path / 'spec.yaml')
+    assert lamp(['import', os.path.join(DATA, FORMATS['lerobot']), '--tokenizer',
+                 os.path.join(DATA, 'tokenizer.model'), '--robot', str(arm), '--out',
+                 spec]) == 0
+    from lamp_ros.spec import load_spec
+    from lamp_ros.trace.from_spec import build_pipeline
+    loaded = load_spec(spec)
+    assert loaded.robot.joint_names == tuple(f'j{i}' for i in range(6))
+    assert loaded.control['clamp']['max_step'] == [0.1] * 6
+    assert build_pipeline(loaded).policy.joint_names == loaded.robot.joint_names
+    capsys.readouterr()
+    assert lamp(['import', os.path.join(DATA, FORMATS['lerobot']), '--tokenizer',
+                 os.path.join(DATA, 'tokenizer.model'), '--robot', sim7, '--out', spec]) == 2
+    err = capsys.readouterr().err
+    assert '7 joints' in err and 'the checkpoint has 6' in err

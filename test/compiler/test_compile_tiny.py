@@ -14,6 +14,7 @@ from lamp_ros.artifact.manifest import sha256_file
 from lamp_ros.spec import load_spec
 from lamp_ros.policies.pi05.pipeline import pipeline_from_spec
 from lamp_ros.runtime import Runtime
+from conftest import read_spec
 
 SPEC = 'config/specs/pi05_tiny.yaml'
 
@@ -122,8 +123,7 @@ def test_one_spec_built_twice_is_one_artifact(artifact, tmp_path):
 
 
 def test_parity_failure_exits_non_zero(tmp_path):
-    with open(SPEC) as f:
-        spec = yaml.safe_load(f)
+    spec = read_spec(SPEC)
     spec['parity'] = {'samples': 1, 'atol': 0.0, 'rtol': 0.0}
     spec['fusion']['text_lengths'] = []  # one ONNX export instead of three: the test is parity
     path = tmp_path / 'strict.yaml'

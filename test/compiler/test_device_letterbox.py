@@ -192,11 +192,11 @@ def test_needs_linear_exact_and_every_camera(rewritten):
 def test_spec_checks_the_frames_and_the_target():
     """The cuda specs turn it on; a bad frame or a target without a GPU is refused."""
     text = open(SPEC, encoding='utf-8').read()
-    assert parse_spec(yaml.safe_load(text)).fusion['device_letterbox'] == MAX_FRAMES
+    assert parse_spec(yaml.safe_load(text), source=SPEC).fusion['device_letterbox'] == MAX_FRAMES
     assert load_spec('config/specs/pi05_full.yaml').fusion['device_letterbox'] == MAX_FRAMES
     with pytest.raises(SpecError, match=r'device_letterbox.base: the largest frame'):
-        parse_spec(yaml.safe_load(text.replace('[480, 640]', '[480]')))
+        parse_spec(yaml.safe_load(text.replace('[480, 640]', '[480]')), source=SPEC)
     cpu = text.replace('target: cuda', 'target: cpu').replace('backend: cuda',
                                                               'backend: onnxruntime')
     with pytest.raises(SpecError, match="this spec's target is 'cpu'"):
-        parse_spec(yaml.safe_load(cpu))
+        parse_spec(yaml.safe_load(cpu), source=SPEC)

@@ -5,6 +5,7 @@ import subprocess
 import sys
 
 import pytest
+from conftest import read_spec
 
 pytestmark = pytest.mark.ros
 
@@ -26,8 +27,7 @@ def test_an_artifact_of_another_spec_version_is_named(tiny_artifact, tmp_path):
 
     from lamp_ros.demo import spec_changes, SPEC
     assert spec_changes(tiny_artifact, SPEC) == []
-    with open(SPEC, encoding='utf-8') as f:
-        spec = yaml.safe_load(f)
+    spec = read_spec(SPEC)
     spec['passes']['fuse_attention'] = False
     spec['fusion']['text_lengths'] = [64]
     edited = tmp_path / 'pi05_tiny.yaml'

@@ -1,16 +1,15 @@
 """Model spec validation: unknown keys and impossible choices name the key."""
 
 import pytest
-import yaml
 
 from lamp_ros.spec import load_spec, parse_spec, SpecError
+from conftest import read_spec
 
 SPEC = 'config/specs/pi05_tiny.yaml'
 
 
 def _raw():
-    with open(SPEC) as f:
-        return yaml.safe_load(f)
+    return read_spec(SPEC)
 
 
 def test_committed_spec_loads():

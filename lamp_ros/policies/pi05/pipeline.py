@@ -34,8 +34,32 @@ def pipeline_from_spec(spec, device: str = 'cpu') -> ControlPipeline:
     file = spec.resolve(weights['file']) if 'file' in weights else None
     policy = Pi05Policy.create(options['preset'], seed=int(weights.get('seed', 0)), weights=file,
                                stage_seeds=weights.get('stage_seeds') or None,
-                               glue=GlueConfig(**options.get('glue', {})), device=device)
+                               glue=GlueConfig(**options.get('glue', {})), device=device,
+                               robot=_robot_io(spec))
     return control_pipeline(policy, spec.control)
+
+
+def _robot_io(spec, checkpoint=None):
+    """The spec's robot as the policy's joints and normalisation: its joint names, and its
+    norm stats (openpi's norm_stats.json layout) when it names them, else the checkpoint's or
+    the preset's own. None without a robot."""
+    from lamp_ros.ops.normalize import NormStats
+    from lamp_ros.policies.pi05 import assets
+    from lamp_ros.policies.pi05.checkpoint.reader import CheckpointError, openpi_norm_stats
+    from lamp_ros.policies.pi05.policy import RobotIO
+
+    robot = spec.robot
+    if robot is None:
+        return None
+    names = robot.joint_names
+    try:
+        if robot.norm_stats:
+            return RobotIO(names, *openpi_norm_stats(robot.norm_stats, len(names)))
+        if checkpoint is not None:
+            return RobotIO(names, checkpoint.state, checkpoint.actions)
+        return RobotIO.from_norm_stats(NormStats.load(assets.norm_stats_path()), names)
+    except (CheckpointError, ValueError) as exc:
+        raise SpecError(f'robot: {exc}') from exc
 
 
 def _from_checkpoint(spec, options: dict, device: str):
@@ -63,5 +87,8 @@ def _from_checkpoint(spec, options: dict, device: str):
     dtype = options.get('dtype', ckpt.dtype)
     if dtype not in DTYPES:
         raise SpecError(f'policy.options.dtype: {dtype!r}; one of {", ".join(DTYPES)}')
+    if spec.robot is not None and 'joint_names' in options:
+        raise SpecError('policy.options.joint_names: the robot section names the joints')
     return Pi05Policy.from_checkpoint(ckpt, path, options.get('joint_names'),
-                                      GlueConfig(**glue), device, dtype)
+                                      GlueConfig(**glue), device, dtype,
+                                      robot=_robot_io(spec, ckpt))

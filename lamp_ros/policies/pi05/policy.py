@@ -62,9 +62,14 @@ class RobotIO:
                                  f'joints')
 
     @classmethod
-    def from_norm_stats(cls, stats: NormStats) -> 'RobotIO':
-        """lamp's own norm-stats JSON: quantiles, openpi's epsilon."""
-        return cls(stats.joint_names, stats.state.normalizer(), stats.actions.normalizer())
+    def from_norm_stats(cls, stats: NormStats, joint_names=None) -> 'RobotIO':
+        """lamp's own norm-stats JSON: quantiles, openpi's epsilon; `joint_names` renames the
+        joints (a robot file's names for the same arm)."""
+        names = stats.joint_names if joint_names is None else tuple(joint_names)
+        if len(names) != len(stats.joint_names):
+            raise ValueError(f'{len(names)} joints {list(names)}; the norm stats have '
+                             f'{len(stats.joint_names)} {list(stats.joint_names)}')
+        return cls(names, stats.state.normalizer(), stats.actions.normalizer())
 
 
 class Pi05Policy:
@@ -96,8 +101,10 @@ class Pi05Policy:
     def create(cls, preset: str = 'pi05_tiny', seed: int = 0, weights: str | None = None,
                stage_seeds: dict | None = None, norm_stats: str | None = None,
                tokenizer: str | None = None, glue: GlueConfig = GlueConfig(),
-               device: str = 'cpu', dtype: str | None = None) -> 'Pi05Policy':
-        """Build a policy from a preset; weights from `seed` or a safetensors file."""
+               device: str = 'cpu', dtype: str | None = None,
+               robot: 'RobotIO | None' = None) -> 'Pi05Policy':
+        """Build a policy from a preset; weights from `seed` or a safetensors file; `robot`
+        (joints and their normalisation) instead of the norm stats file."""
         config = get_preset(preset)
         torch_dtype = DTYPES[dtype or config.dtype]
         with torch.device(device):
@@ -106,26 +113,30 @@ class Pi05Policy:
             load_weights(model, weights)
         else:
             init_weights(model, seed, stage_seeds)
-        stats = NormStats.load(norm_stats or assets.norm_stats_path())
-        return cls(config, model, Tokenizer(tokenizer or assets.tokenizer_path()), stats, glue)
+        if robot is None:
+            robot = NormStats.load(norm_stats or assets.norm_stats_path())
+        return cls(config, model, Tokenizer(tokenizer or assets.tokenizer_path()), robot, glue)
 
     @classmethod
     def from_checkpoint(cls, checkpoint, tokenizer: str, joint_names=None,
                         glue: GlueConfig | None = None, device: str = 'cpu',
-                        dtype: str | None = None) -> 'Pi05Policy':
+                        dtype: str | None = None,
+                        robot: 'RobotIO | None' = None) -> 'Pi05Policy':
         """A LeRobot or openpi checkpoint (checkpoint/reader.py `Checkpoint`) with the user's
-        tokenizer; `glue.prompt_format` defaults to the checkpoint's trainer's."""
+        tokenizer; `glue.prompt_format` defaults to the checkpoint's trainer's. `robot`: joints
+        and normalisation from a robot file instead of the checkpoint's own."""
         from lamp_ros.policies.pi05.checkpoint.load import load_model, provenance
         from lamp_ros.policies.pi05.checkpoint.reader import check_tokenizer
         tok = Tokenizer(tokenizer)
         check_tokenizer(tok, checkpoint)
-        names = tuple(joint_names or (f'joint{i}' for i in range(checkpoint.joints)))
-        if len(names) != checkpoint.joints:
-            raise ValueError(f'joint_names: {len(names)} names, the checkpoint has '
-                             f'{checkpoint.joints} joints')
+        if robot is None:
+            names = tuple(joint_names or (f'joint{i}' for i in range(checkpoint.joints)))
+            robot = RobotIO(names, checkpoint.state, checkpoint.actions)
+        if len(robot.joint_names) != checkpoint.joints:
+            raise ValueError(f'{len(robot.joint_names)} joints {list(robot.joint_names)}; the '
+                             f'checkpoint has {checkpoint.joints}')
         glue = glue or GlueConfig(prompt_format=checkpoint.prompt_format)
         model = load_model(checkpoint, device, dtype)
-        robot = RobotIO(names, checkpoint.state, checkpoint.actions)
         return cls(checkpoint.config, model, tok, robot, glue, provenance(checkpoint, dtype))
 
     def reset(self) -> None:

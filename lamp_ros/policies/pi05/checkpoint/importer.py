@@ -43,9 +43,10 @@ class Importer:
             return False
 
     def run(self, root: str, tokenizer: str, joint_names=None, out: str | None = None,
-            asset_id: str | None = None, target: str = 'cpu', say=print) -> dict:
+            asset_id: str | None = None, target: str = 'cpu', say=print,
+            robot: str | None = None) -> dict:
         return import_checkpoint(root, tokenizer, self.format, joint_names, out, asset_id,
-                                 target, say)
+                                 target, say, robot)
 
 
 LEROBOT = Importer('lerobot')
@@ -89,7 +90,7 @@ def _relative(path: str, spec_dir: str) -> str:
 
 
 def spec_dict(ckpt: Checkpoint, tokenizer: Tokenizer, names, spec_path: str, target: str,
-              asset_id: str | None) -> dict:
+              asset_id: str | None, robot_file: str | None = None) -> dict:
     spec_dir = os.path.dirname(os.path.abspath(spec_path))
     low, high = ckpt.actions.typical_range(ckpt.joints)
     if ckpt.actions.mode in ('mean_std', 'identity'):
@@ -99,7 +100,7 @@ def spec_dict(ckpt: Checkpoint, tokenizer: Tokenizer, names, spec_path: str, tar
     if ckpt.format == 'openpi':
         weights['asset_id'] = ckpt.glue['asset_id'] if asset_id is None else asset_id
     stage = STAGES[target]
-    return {
+    spec = {
         'schema': 'lamp.spec/1',
         'name': os.path.splitext(os.path.basename(spec_path))[0],
         'policy': {'entry': ENTRY, 'options': {
@@ -133,26 +134,47 @@ def spec_dict(ckpt: Checkpoint, tokenizer: Tokenizer, names, spec_path: str, tar
         'build': {'onnx_exporter': 'torchscript'} if target == 'cpu' else {},
         'parity': PARITY[target],
     }
+    if robot_file:  # the robot names the joints and sets the clamp's limits
+        del spec['policy']['options']['joint_names']
+        del spec['control']['clamp']
+        spec['robot'] = {'file': _relative(robot_file, spec_dir)}
+    return spec
 
 
 HEADER = """\
 # Model spec of the {format} checkpoint {root}, written by `lamp import`.
 # The model's shapes come from the checkpoint's tensors (preset: from_weights); paths are
-# relative to this file. control.clamp is the range of the actions in the checkpoint's stats
-# and max_step {step:.0%} of it per tick: set your robot's own limits before it drives hardware.
+# relative to this file. Without a robot file (--robot), control.clamp is the range of the
+# actions in the checkpoint's stats and max_step {step:.0%} of it per tick: describe your robot
+# (docs/robot.md) before it drives hardware.
 """
 
 
 def import_checkpoint(root: str, tokenizer: str, fmt: str | None = None, joint_names=None,
                       out: str | None = None, asset_id: str | None = None,
-                      target: str = 'cpu', say=print) -> dict:
+                      target: str = 'cpu', say=print, robot: str | None = None) -> dict:
     """Check the checkpoint and the tokenizer, print the report, write the spec; return
-    {'spec': path, 'checkpoint': Checkpoint}."""
+    {'spec': path, 'checkpoint': Checkpoint}. `robot`: a robot file (spec/robot.py) the spec
+    names: its joints and limits, its cameras; the checkpoint's norm stats stay unless the
+    robot file names its own."""
     if target not in STAGES:
         raise CheckpointError(f'target {target!r}; known: {", ".join(STAGES)}')
     ckpt = open_checkpoint(root, fmt, asset_id)
     tok = Tokenizer(tokenizer)
     check_tokenizer(tok, ckpt)
+    if robot:
+        if joint_names:
+            raise CheckpointError('--joint-names: the robot file names the joints')
+        from lamp_ros.spec.robot import parse_robot
+        arm = parse_robot({'file': os.path.abspath(robot)}, os.getcwd(), 22.0)
+        if len(arm.joints) != ckpt.joints:
+            raise CheckpointError(f'--robot {robot}: {len(arm.joints)} joints '
+                                  f'{list(arm.joint_names)}; the checkpoint has {ckpt.joints}')
+        unknown = sorted(set(arm.cameras) - set(ckpt.config.camera_slots))
+        if unknown:
+            raise CheckpointError(f'--robot {robot}: cameras {unknown} are not slots of the '
+                                  f'checkpoint ({", ".join(ckpt.config.camera_slots)})')
+        joint_names = arm.joint_names
     names = list(joint_names or (f'joint{i}' for i in range(ckpt.joints)))
     if len(names) != ckpt.joints or len(set(names)) != len(names):
         raise CheckpointError(f'--joint-names: {len(names)} names {names}; the checkpoint has '
@@ -160,7 +182,7 @@ def import_checkpoint(root: str, tokenizer: str, fmt: str | None = None, joint_n
     for line in report_lines(ckpt, tok):
         say(line)
     out = out or f'{os.path.basename(ckpt.root.rstrip(os.sep))}.yaml'
-    spec = spec_dict(ckpt, tok, names, out, target, asset_id)
+    spec = spec_dict(ckpt, tok, names, out, target, asset_id, robot)
     os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
     with open(out, 'w', encoding='utf-8') as f:
         f.write(HEADER.format(format=ckpt.format, root=os.path.basename(ckpt.root),

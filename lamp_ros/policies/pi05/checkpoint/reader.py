@@ -345,6 +345,24 @@ def read_lerobot(root: str, joint_names=None) -> tuple:
     return 'model.safetensors', files, norms[0], norms[1], glue, notes
 
 
+def openpi_norm_stats(path: str, joints: int | None = None) -> tuple:
+    """(state, actions) Normalizers from an openpi norm_stats.json (quantiles, openpi's eps);
+    `joints`: the count they must cover."""
+    stats = _json(os.path.dirname(path), os.path.basename(path)).get('norm_stats')
+    if not isinstance(stats, dict) or not stats.get('state') or not stats.get('actions'):
+        raise CheckpointError(f'{path}: norm_stats.state and norm_stats.actions are needed '
+                              '(missing or empty)')
+    dims = {k: len(stats[k].get('q01') or []) for k in ('state', 'actions')}
+    if dims['state'] != dims['actions']:
+        raise CheckpointError(f'{path}: state stats have {dims["state"]} dims, actions '
+                              f'{dims["actions"]}; lamp commands the joints it reads')
+    if joints is not None and dims['state'] != joints:
+        raise CheckpointError(f'{path}: stats for {dims["state"]} dims, the robot has {joints} '
+                              'joints')
+    return tuple(_normalizer('quantiles', stats[k], 'openpi', f'{path} {k}', dims['state'])
+                 for k in ('state', 'actions'))
+
+
 def read_openpi(root: str, asset_id: str | None = None) -> tuple:
     config = _json(root, 'config.json')
     assets = sorted(d for d in os.listdir(os.path.join(root, 'assets'))
@@ -355,18 +373,8 @@ def read_openpi(root: str, asset_id: str | None = None) -> tuple:
                                   'with --asset-id')
         asset_id = assets[0]
     rel = os.path.join('assets', asset_id, 'norm_stats.json')
-    stats = _json(root, rel).get('norm_stats')
-    if not isinstance(stats, dict) or not stats.get('state') or not stats.get('actions'):
-        raise CheckpointError(f'{os.path.join(root, rel)}: norm_stats.state and '
-                              'norm_stats.actions are needed (missing or empty)')
-    joints = len(stats['actions'].get('q01') or [])
-    if len(stats['state'].get('q01') or []) != joints:
-        raise CheckpointError(f'{os.path.join(root, rel)}: state stats have '
-                              f'{len(stats["state"].get("q01") or [])} dims, actions {joints}; '
-                              'lamp commands the joints it reads')
-    state = _normalizer('quantiles', stats['state'], 'openpi', f'{root}/{rel} state', joints)
-    actions = _normalizer('quantiles', stats['actions'], 'openpi', f'{root}/{rel} actions',
-                          joints)
+    state, actions = openpi_norm_stats(os.path.join(root, rel))
+    joints = state.dim
     glue = {'cameras': list(OPENPI_CAMERAS), 'joints': joints,
             'horizon': config.get('action_horizon', 50), 'max_tokens': OPENPI_MAX_TOKENS,
             'num_steps': 10, 'image_size': 224, 'prompt_format': 'openpi',
