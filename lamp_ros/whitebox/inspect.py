@@ -145,6 +145,15 @@ def print_inspect(report: dict, console: Console) -> None:
     console.print(_table(f'ABI: cameras {", ".join(abi["camera_slots"]) or "none"}; '
                          f'{len(abi["joint_names"])} joints{prompt}; {abi["rate_hz"]} Hz',
                          ('role', 'value', 'type'), rows))
+    robot = abi.get('robot')
+    if robot:  # the robot the spec named (spec/robot.py): what the node subscribes to
+        console.print(_table(f'robot {robot["name"]}: {len(robot["joints"])} joints, actions '
+                             f'{robot["action"]["kind"]}',
+                             ('joint / camera', 'limits / topic', 'max step / encoding'),
+                             [(j['name'], f'[{j["lower"]:g}, {j["upper"]:g}]',
+                               f'{j["max_step"]:g}') for j in robot['joints']]
+                             + [(slot, c['topic'], f'{c["encoding"]} {c["width"]}x{c["height"]}')
+                                for slot, c in robot['cameras'].items()]))
     ckpt = report['checkpoint']
     if ckpt:
         console.print(_table(f'weights from a {ckpt["format"]} checkpoint: '
