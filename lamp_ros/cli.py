@@ -187,6 +187,30 @@ def _import(args) -> int:
     return 0
 
 
+def _eval(args) -> int:
+    from lamp_ros.runtime import Runtime
+    from lamp_ros.sim.evaluate import ArtifactController, evaluate, ExpertController, \
+        write_report
+    runtime = Runtime.load(args.artifact)
+    if args.expert:
+        clamp = next((n.attrs for n in runtime.artifact.graph.nodes if n.op == 'clamp'), {})
+        controller = ExpertController(runtime.rate_hz, len(runtime.joint_names),
+                                      clamp.get('max_step', 0.15))
+    else:
+        controller = ArtifactController(runtime)
+    slots = [s for s in runtime.camera_slots if s in ('base', 'left_wrist', 'right_wrist')]
+    report = evaluate(controller, args.episodes, args.seconds, args.latency_ticks, args.seed,
+                      slots, progress=print)
+    name = 'expert' if args.expert else runtime.id[:12]
+    print(f'{name}: success {report["success_rate"]:.0%} over {args.episodes} episodes, mean '
+          f'error {report["mean_error"]:.1f} px, RMS jerk {report["rms_jerk"]:.3g}, max jump at '
+          f'a chunk boundary {report["max_boundary_jump"]:.3g}')
+    if args.out:
+        picture = write_report(report, args.out, name)
+        print(f'wrote {args.out} and {picture}')
+    return 0
+
+
 def _graph(args) -> int:
     from lamp_ros.graph.graph import Graph
     from lamp_ros.graph.render import render_svg
@@ -291,6 +315,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('--rtol', type=float, default=1e-4)
     p.add_argument('--json', action='store_true')
     p.set_defaults(func=_replay)
+
+    p = sub.add_parser('eval', help='closed-loop episodes of the simulator\'s task: success, '
+                       'error, smoothness')
+    p.add_argument('artifact')
+    p.add_argument('--episodes', type=int, default=10)
+    p.add_argument('--seconds', type=float, default=10.0, help='length of an episode')
+    p.add_argument('--latency-ticks', type=int, default=0,
+                   help='each tick sees the observation of D ticks earlier')
+    p.add_argument('--seed', type=int, default=0, help='where the episodes put the cube')
+    p.add_argument('--expert', action='store_true',
+                   help='the scripted expert at the artifact\'s rate and max step, for reference')
+    p.add_argument('--out', help='report JSON (a PNG of the errors is written beside it)')
+    p.set_defaults(func=_eval)
 
     p = sub.add_parser('graph', help='summarise a graph JSON and draw it as SVG')
     p.add_argument('graph')

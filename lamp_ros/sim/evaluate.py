@@ -1,0 +1,171 @@
+"""`lamp eval`: closed-loop episodes of the simulator's task (task.py), in one process.
+
+Each episode runs on the simulator's own timeline, with no wall clock: joint states at 50 Hz
+following the last command with the simulator's first-order lag, camera frames at 10 Hz
+rendered from the arm's current pose and the episode's cube, and control ticks at the
+artifact's rate through the same Runtime as the node (chunker, smoother and clamp included).
+`latency_ticks` D feeds each tick the observation of D ticks earlier, as an inference that
+takes D periods would see it. Per episode: the error over time, success (task.succeeded), and
+the command's smoothness, RMS jerk and the largest jump between consecutive commands at the
+ticks where a new chunk came in (chunk boundaries). The scripted expert runs through the same
+loop for reference.
+"""
+
+from collections import deque
+from dataclasses import dataclass
+import json
+
+import numpy as np
+
+from lamp_ros.observation import DEFAULT_PROMPT
+from lamp_ros.sim.dynamics import follow
+from lamp_ros.sim.scene import render
+from lamp_ros.sim.task import ReachTask, succeeded
+
+JOINT_RATE_HZ = 50.0
+CAMERA_RATE_HZ = 10.0
+TAU_S = 0.15            # the simulator's joint lag (sim/robot.py)
+FRAME = (240, 320)      # the simulated cameras' frames (height, width)
+
+
+@dataclass
+class Episode:
+    index: int
+    success: bool
+    mean_error: float
+    final_error: float
+    errors: list
+    commands: list
+    boundaries: list     # tick indices where a new chunk came in
+
+
+class ArtifactController:
+    """The artifact through its Runtime, one command per tick (None while it has no plan)."""
+
+    def __init__(self, runtime):
+        self.runtime = runtime
+        self.rate_hz = runtime.rate_hz
+        self.joints = len(runtime.joint_names)
+
+    def reset(self) -> None:
+        self.runtime.reset()
+
+    def __call__(self, observation, t: float, t_obs: float, task, q):
+        command = self.runtime.step(observation, t, t_obs)
+        return command, self.runtime.last_inferred
+
+
+class ExpertController:
+    """The scripted expert: straight to the task's joint target at `max_step` per tick."""
+
+    def __init__(self, rate_hz: float, joints: int, max_step):
+        self.rate_hz = rate_hz
+        self.joints = joints
+        self.max_step = np.broadcast_to(np.asarray(max_step, np.float64), (joints,))
+        self.last = None
+
+    def reset(self) -> None:
+        self.last = None
+
+    def __call__(self, observation, t: float, t_obs: float, task, q):
+        start = np.asarray(q, np.float64) if self.last is None else self.last
+        step = np.clip(task.expert_target(t, q) - start, -self.max_step, self.max_step)
+        self.last = start + step
+        return self.last, False
+
+
+def run_episode(controller, task: ReachTask, index: int, seconds: float,
+                latency_ticks: int = 0, prompt: str = DEFAULT_PROMPT, slots=None) -> Episode:
+    """One closed-loop episode on the simulator's timeline."""
+    period = 1.0 / controller.rate_hz
+    slots = tuple(slots or ('base', 'left_wrist', 'right_wrist'))
+    q = np.zeros(controller.joints)
+    target = q.copy()
+    controller.reset()
+    frames, frame_t = {}, -1.0
+    joint_t = 0.0
+    pending = deque()
+    errors, commands, boundaries = [], [], []
+    for k in range(1, int(round(seconds * controller.rate_hz)) + 1):
+        t = k * period
+        while joint_t + 1.0 / JOINT_RATE_HZ <= t + 1e-9:  # the joints move until tick time
+            joint_t += 1.0 / JOINT_RATE_HZ
+            q = follow(q, target, 1.0 / JOINT_RATE_HZ, TAU_S)
+        if frame_t < 0 or t - frame_t >= 1.0 / CAMERA_RATE_HZ - 1e-9:
+            frame_t = t
+            frames = {slot: render(slot, FRAME[1], FRAME[0], t, q, task.cube_x(t))
+                      for slot in slots}
+        pending.append(({'images': dict(frames), 'state': q.astype(np.float32),
+                         'prompt': prompt}, frame_t))
+        observation, t_obs = pending[0] if len(pending) > latency_ticks else pending[-1]
+        if len(pending) > latency_ticks:
+            pending.popleft()
+        command, fresh_chunk = controller(observation, t, t_obs, task, q)
+        if command is not None:
+            target = np.asarray(command, np.float64)
+            commands.append(target.copy())
+            if fresh_chunk:
+                boundaries.append(len(commands) - 1)
+        errors.append(task.error_px(t, q))
+    last = max(1, int(round(controller.rate_hz)))
+    return Episode(index, succeeded(errors, controller.rate_hz), float(np.mean(errors)),
+                   float(np.mean(errors[-last:])), errors, commands, boundaries)
+
+
+def smoothness(episode: Episode, rate_hz: float) -> dict:
+    """RMS jerk of the commands (third difference / period^3) and the largest change between
+    consecutive commands at chunk boundaries."""
+    c = np.asarray(episode.commands, np.float64)
+    if len(c) < 4:
+        return {'rms_jerk': float('nan'), 'max_boundary_jump': float('nan')}
+    jerk = np.diff(c, n=3, axis=0) * rate_hz ** 3
+    jumps = [np.abs(c[i] - c[i - 1]).max() for i in episode.boundaries if i > 0]
+    return {'rms_jerk': float(np.sqrt(np.mean(jerk ** 2))),
+            'max_boundary_jump': float(max(jumps)) if jumps else 0.0}
+
+
+def evaluate(controller, episodes: int = 10, seconds: float = 10.0, latency_ticks: int = 0,
+             seed: int = 0, slots=None, progress=None) -> dict:
+    """Closed-loop episodes -> the report (plain data; `episodes` holds one entry each)."""
+    runs = []
+    for i in range(episodes):
+        episode = run_episode(controller, ReachTask.episode(seed, i), i, seconds,
+                              latency_ticks, slots=slots)
+        runs.append(episode)
+        if progress:
+            progress(f'episode {i + 1}/{episodes}: {"success" if episode.success else "fail"}, '
+                     f'mean error {episode.mean_error:.1f} px')
+    smooth = [smoothness(e, controller.rate_hz) for e in runs]
+    return {
+        'success_rate': float(np.mean([e.success for e in runs])),
+        'mean_error': float(np.mean([e.mean_error for e in runs])),
+        'rms_jerk': float(np.nanmean([s['rms_jerk'] for s in smooth])),
+        'max_boundary_jump': float(np.nanmax([s['max_boundary_jump'] for s in smooth])),
+        'latency_ticks': latency_ticks, 'seconds': seconds, 'seed': seed,
+        'episodes': [{'index': e.index, 'success': e.success, 'mean_error': e.mean_error,
+                      'final_error': e.final_error, **s, 'errors': [round(x, 2) for x in e.errors]}
+                     for e, s in zip(runs, smooth)],
+    }
+
+
+def write_report(report: dict, path: str, title: str) -> str:
+    """The JSON, and a PNG of the error over time (one trace per episode) beside it."""
+    import matplotlib
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+    from lamp_ros.sim.task import SUCCESS_PX
+    with open(path, 'w', encoding='utf-8') as f:
+        json.dump(report, f, indent=1)
+    picture = path.rsplit('.', 1)[0] + '.png'
+    fig, ax = plt.subplots(figsize=(8, 4))
+    for e in report['episodes']:
+        t = np.arange(1, len(e['errors']) + 1) / (len(e['errors']) / report['seconds'])
+        ax.plot(t, e['errors'], lw=1, color='tab:green' if e['success'] else 'tab:red')
+    ax.axhline(SUCCESS_PX, ls='--', color='k', lw=0.8)
+    ax.set(xlabel='time (s)', ylabel='error (px, 224-wide base camera)',
+           title=f'{title}: success {report["success_rate"]:.0%}, mean error '
+                 f'{report["mean_error"]:.1f} px')
+    fig.tight_layout()
+    fig.savefig(picture, dpi=100)
+    plt.close(fig)
+    return picture
