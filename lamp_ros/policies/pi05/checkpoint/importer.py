@@ -93,8 +93,6 @@ def spec_dict(ckpt: Checkpoint, tokenizer: Tokenizer, names, spec_path: str, tar
               asset_id: str | None, robot_file: str | None = None) -> dict:
     spec_dir = os.path.dirname(os.path.abspath(spec_path))
     low, high = ckpt.actions.typical_range(ckpt.joints)
-    if ckpt.actions.mode in ('mean_std', 'identity'):
-        low, high = np.asarray(low), np.asarray(high)
     span = np.asarray(high, np.float64) - np.asarray(low, np.float64)
     weights = {'format': ckpt.format, 'path': _relative(ckpt.root, spec_dir)}
     if ckpt.format == 'openpi':

@@ -55,6 +55,7 @@ class Checkpoint:
     prompt_format: str
     dtype: str                        # the dtype most of the weights are stored in
     notes: list = field(default_factory=list)   # what the report should say besides
+    glue: dict = field(default_factory=dict)    # what the format's files say around the model
 
     def parameters(self) -> int:
         return sum(math.prod(self.header[src][0]) for src in self.sources.values())
@@ -420,8 +421,6 @@ def open_checkpoint(root: str, fmt: str | None = None, asset_id: str | None = No
     files.update({rel: sha256_file(path) for rel, path in extra.items()})
     for json_name in sorted(glob.glob(os.path.join(root, '*.json'))):
         files[os.path.basename(json_name)] = sha256_file(json_name)
-    ckpt = Checkpoint(fmt, root, weights, dict(sorted(files.items())), header, sources,
+    return Checkpoint(fmt, root, weights, dict(sorted(files.items())), header, sources,
                       sorted(skipped), config, state, actions, glue['joints'],
-                      glue['prompt_format'], dtype, notes)
-    ckpt.glue = glue
-    return ckpt
+                      glue['prompt_format'], dtype, notes, glue)
