@@ -83,7 +83,9 @@ def run_demo(seconds: float = 10.0, execution: str = 'async') -> int:
         with rclpy.init():
             from rclpy.parameter import Parameter
             # the simulated arm is the robot the artifact was built for (its spec's robot:)
-            sim = SimRobot(parameter_overrides=[Parameter('artifact', value=artifact)])
+            # ... running an episode of the evaluation task (lamp eval, docs/evaluation.md)
+            sim = SimRobot(parameter_overrides=[Parameter('artifact', value=artifact),
+                                                Parameter('task_seed', value=0)])
             probe = Node('demo_probe')
             probe.create_subscription(JointTrajectory, '/vla_policy/joint_trajectory',
                                       lambda m: commands.append((time.monotonic(), m)), 50)
@@ -108,10 +110,15 @@ def run_demo(seconds: float = 10.0, execution: str = 'async') -> int:
                 return 1
             console.print(f'running the simulated arm for {seconds:.0f} s '
                           f'({execution} inference, 22 Hz)...')
-            time.sleep(seconds)  # the demo's length, not a wait for anything
+            strip = []
+            for _ in range(int(seconds)):  # the demo's length, not a wait for anything
+                time.sleep(1.0)
+                if 'base' in sim.frames:
+                    strip.append(sim.frames['base'].copy())
             executor.shutdown()
             thread.join()  # a spin thread alive at exit aborts the process in rclpy's C++
             followed = sim.commands
+            task_errors = list(sim.errors)
     finally:
         node.send_signal(signal.SIGINT)
         try:
@@ -119,7 +126,30 @@ def run_demo(seconds: float = 10.0, execution: str = 'async') -> int:
         except subprocess.TimeoutExpired:
             node.kill()
     _print_summary(console, commands, latency, diagnostics, followed)
+    _print_task(console, task_errors, strip)
     return 0
+
+
+def _print_task(console, errors, strip) -> None:
+    """How the arm did at the task (task.py: error over the run, success) and a strip of the
+    base camera, one frame a second, in artifacts/demo/."""
+    import cv2
+
+    from lamp_ros.sim.task import SUCCESS_PX, SUCCESS_S
+    if errors:
+        t = np.array([e[0] for e in errors])
+        err = np.array([e[1] for e in errors])
+        last = err[t >= t[-1] - SUCCESS_S]
+        done = 'success' if (last <= SUCCESS_PX).all() else 'not done'
+        console.print(f'[bold]task[/] (gripper over the cube): mean error {err.mean():.1f} px, '
+                      f'last second {last.mean():.1f} px -> {done} (within {SUCCESS_PX:g} px '
+                      f'for the last {SUCCESS_S:g} s); lamp eval measures it over episodes')
+    if strip:
+        folder = os.path.join(ROOT, 'artifacts', 'demo')
+        os.makedirs(folder, exist_ok=True)
+        path = os.path.join(folder, 'base_camera.png')
+        cv2.imwrite(path, cv2.cvtColor(np.hstack(strip), cv2.COLOR_RGB2BGR))
+        console.print(f'[bold]base camera[/], one frame a second: {os.path.relpath(path)}')
 
 
 def _print_summary(console, commands, latency, diagnostics, followed) -> None:

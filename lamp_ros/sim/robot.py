@@ -9,7 +9,9 @@ encodings as Image) and /joint_states under the robot's joint names (`joint_name
 them: a driver that names the same joints otherwise); the joints follow the commands on the
 policy's output topic with a first-order lag (time constant `tau_s`), within the robot's
 limits, so demo and tests close the loop. Cameras can be paused with the `cameras_enabled`
-parameter (tests use it to starve the policy).
+parameter (tests use it to starve the policy). With `task_seed` >= 0 the scene is an episode of
+the evaluation task (task.py, episode `task_episode`), and `errors` keeps the task's error at
+every joint step (what `lamp eval` measures, here over ROS).
 """
 
 import json
@@ -22,6 +24,7 @@ from rclpy.qos import qos_profile_sensor_data
 from lamp_ros.node import convert
 from lamp_ros.sim.dynamics import follow
 from lamp_ros.sim.scene import render
+from lamp_ros.sim.task import ReachTask
 from lamp_ros.spec.robot import parse_robot, Robot, RobotCamera
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -43,7 +46,8 @@ class SimRobot(Node):
              'camera_width': 320, 'camera_height': 240, 'encoding': 'rgb8',
              'image_transport': 'raw', 'camera_rate_hz': 10.0, 'joint_rate_hz': 50.0,
              'tau_s': 0.15, 'cameras': ['base', 'left_wrist', 'right_wrist'],
-             'command_topic': '/vla_policy/joint_trajectory', 'cameras_enabled': True}
+             'command_topic': '/vla_policy/joint_trajectory', 'cameras_enabled': True,
+             'task_seed': -1, 'task_episode': 0}
         for key, value in p.items():
             self.declare_parameter(key, value)
         self.robot = self._robot()
@@ -57,6 +61,9 @@ class SimRobot(Node):
         self.q = np.clip(np.zeros(len(self.joints)), self.lower, self.upper)
         self.target = self.q.copy()
         self.commands = 0
+        seed = self._p('task_seed')
+        self.task = ReachTask.episode(seed, self._p('task_episode')) if seed >= 0 else None
+        self.errors = []   # (t, task error in px) per joint step, with a task
         self._t0 = self._now()
         from sensor_msgs.msg import CompressedImage, Image, JointState
         from std_msgs.msg import Float64MultiArray
@@ -66,6 +73,7 @@ class SimRobot(Node):
                                                  camera.topic, qos_profile_sensor_data))
             for slot, camera in self.robot.cameras.items()}
         self.joint_pub = self.create_publisher(JointState, '/joint_states', 10)
+        self.frames = {}   # the last frame rendered per camera slot
         topic = self._p('command_topic')
         if topic.endswith('commands'):
             self.create_subscription(Float64MultiArray, topic, self._on_array, 10)
@@ -113,6 +121,9 @@ class SimRobot(Node):
         from sensor_msgs.msg import JointState
         dt = 1.0 / self._p('joint_rate_hz')
         self.q = follow(self.q, self.target, dt, self._p('tau_s'))
+        if self.task is not None:
+            t = self._now() - self._t0
+            self.errors.append((t, self.task.error_px(t, self.q)))
         msg = JointState()
         msg.header.stamp = self.get_clock().now().to_msg()
         msg.name = list(self.joints)
@@ -125,7 +136,9 @@ class SimRobot(Node):
         stamp = self.get_clock().now().to_msg()
         t = self._now() - self._t0
         for slot, (camera, pub) in self.camera_pubs.items():
-            rgb = render(slot, camera.width, camera.height, t, self.q)
+            rgb = render(slot, camera.width, camera.height, t, self.q,
+                         None if self.task is None else self.task.cube_x(t))
+            self.frames[slot] = rgb
             msg = convert.rgb_to_compressed(rgb, camera.encoding) if camera.compressed else \
                 convert.rgb_to_image(rgb, camera.encoding)
             msg.header.stamp = stamp

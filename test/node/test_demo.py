@@ -18,6 +18,7 @@ def test_demo_runs_and_reports(tmp_path):
     out = result.stdout
     assert 'commands:' in out and 'the arm followed' in out
     assert 'diagnostics' in out and 'last commands' in out
+    assert 'task (gripper over the cube): mean error' in out and 'base camera' in out
 
 
 def test_an_artifact_of_another_spec_version_is_named(tiny_artifact, tmp_path):
