@@ -170,9 +170,19 @@ def lerobot_actions(policy, post, obs: dict, capture: dict, device: str):
             post(normalized)[0].float().cpu().numpy())
 
 
-def row(case: int, capture: dict, chunk, theirs_norm, theirs) -> dict:
+def row(case: int, capture: dict, chunk, theirs_norm, theirs, tolerance=None) -> dict:
+    """The differences of one case; with `tolerance` (the spec's parity atol / rtol) also
+    whether every action is within it, as parity judges (numpy allclose)."""
     ours_norm = np.asarray(capture['denoise.actions'])[0, :, :JOINTS]
+    checks = {}
+    if tolerance:
+        from lamp_ros.artifact.compare import compare as allclose
+        checks = {f'{name}_within_parity': allclose(a, b, tolerance['atol'],
+                                                    tolerance['rtol'])['passed']
+                  for name, a, b in (('normalized', ours_norm, theirs_norm),
+                                     ('actions', chunk, theirs))}
     return {'case': case, 'tokens': int(np.asarray(capture['tokenize.token_mask']).sum()),
+            **checks,
             'normalized_max_abs': float(np.abs(ours_norm - theirs_norm).max()),
             'normalized_cosine': _cosine(ours_norm, theirs_norm),
             'actions_max_abs': float(np.abs(chunk - theirs).max()),
@@ -252,6 +262,8 @@ def compare(args) -> None:
     from lamp_ros.runtime import Runtime
 
     runtime = Runtime.load(args.artifact)
+    with open(os.path.join(args.artifact, 'spec.json'), encoding='utf-8') as f:
+        tolerance = json.load(f)['parity']
     policy, post = load_lerobot(args)
     runtime.reset()
     rows, batches = [], []
@@ -260,7 +272,7 @@ def compare(args) -> None:
         chunk = runtime.infer(obs, capture=capture)
         batch, theirs_norm, theirs = lerobot_actions(policy, post, obs, capture, args.device)
         batches.append(batch)
-        rows.append(row(i, capture, chunk, theirs_norm, theirs))
+        rows.append(row(i, capture, chunk, theirs_norm, theirs, tolerance))
         print(json.dumps(rows[-1]), flush=True)
     obs = observations()[0]
     lamp_s = []
@@ -279,6 +291,9 @@ def compare(args) -> None:
             sync()
             lerobot_s.append(time.perf_counter() - start)
     result = {'device': _device_name(args.device), 'cases': rows, 'worst': _worst(rows),
+              'parity_tolerance': {k: tolerance[k] for k in ('atol', 'rtol')},
+              'within_parity': all(r['actions_within_parity'] and r['normalized_within_parity']
+                                   for r in rows),
               'lamp_infer': _percentiles(lamp_s[2:]),
               'lerobot_select_action': _percentiles(lerobot_s[1:]),
               'artifact_id': runtime.id}
