@@ -22,7 +22,8 @@ setup(
     name=package_name,
     version='0.1.0',
     packages=find_packages(exclude=['test', 'test.*']),
-    package_data={'lamp_ros': ['policies/*/assets/*', 'kernels/tiles/*.json']},
+    package_data={'lamp_ros': ['policies/*/assets/*', 'policies/*/assets/*/*',
+                               'kernels/tiles/*.json']},
     data_files=[
         ('share/ament_index/resource_index/packages', ['resource/' + package_name]),
         ('share/' + package_name, ['package.xml']),

@@ -4,7 +4,7 @@ PyTorch policy, side by side in one run, for three prompts.
     python3 bench/tiny_cpu.py [--runs 40] [--sessions 4] [--artifact NAME=PATH ...]
                               [--out bench/results/tiny_cpu.json]
 
-The builds (config/specs/pi05_tiny.yaml with one edit each; all four are compiled into a
+The builds (config/specs/pi05_tiny_random.yaml with one edit each; all four are compiled into a
 temporary folder first, about 20 s each, unless given with --artifact):
   pi05_tiny        the spec as it is: the exact graph passes on, prompt lengths [48, 64]
   no_text_lengths  `fusion.text_lengths: []`: the ONNX group runs all 96 tokens every call
@@ -39,7 +39,7 @@ from lamp_ros.policies.pi05.assets import norm_stats_path
 from lamp_ros.policies.pi05.example import DEFAULT_PROMPT, example_observation
 from lamp_ros.runtime import Runtime
 
-SPEC = 'config/specs/pi05_tiny.yaml'
+SPEC = 'config/specs/pi05_tiny_random.yaml'
 BASE = 'pi05_tiny'
 EDITS = {
     BASE: lambda s: None,

@@ -1,6 +1,7 @@
 """`lamp`: the command line. Thin: each subcommand calls one public function."""
 
 import argparse
+import json
 import os
 import sys
 
@@ -80,8 +81,6 @@ def _run(args) -> int:
 
 
 def _bench(args) -> int:
-    import json
-
     from lamp_ros.artifact_bench import bench_artifact
     result = bench_artifact(args.artifact, runs=args.runs)
     if args.json:
@@ -109,8 +108,6 @@ def _record(args) -> int:
 
 
 def _replay(args) -> int:
-    import json
-
     from lamp_ros.regress import replay as rp
     if not args.live and not args.artifact:
         raise ValueError('--artifact is needed (or --live to replay into a running node)')
@@ -187,27 +184,65 @@ def _import(args) -> int:
     return 0
 
 
-def _eval(args) -> int:
+def _controller(path: str, expert: bool):
+    """(controller, its camera slots, its name) for `lamp eval`: an artifact through its
+    Runtime, a spec's eager policy (a .yaml path), or the scripted expert at the artifact's
+    rate and max step."""
+    from lamp_ros.sim.evaluate import ArtifactController, EagerController, ExpertController
+    if path.endswith(('.yaml', '.yml')):
+        from lamp_ros.spec import load_spec
+        from lamp_ros.trace.from_spec import build_pipeline
+        spec = load_spec(path)
+        pipeline = build_pipeline(spec)
+        return EagerController(pipeline), pipeline.interface.camera_slots, f'{spec.name} (eager)'
     from lamp_ros.runtime import Runtime
-    from lamp_ros.sim.evaluate import ArtifactController, evaluate, ExpertController, \
-        write_report
-    runtime = Runtime.load(args.artifact)
-    if args.expert:
+    runtime = Runtime.load(path)
+    if expert:
         clamp = next((n.attrs for n in runtime.artifact.graph.nodes if n.op == 'clamp'), {})
-        controller = ExpertController(runtime.rate_hz, len(runtime.joint_names),
-                                      clamp.get('max_step', 0.15))
-    else:
-        controller = ArtifactController(runtime)
-    slots = [s for s in runtime.camera_slots if s in ('base', 'left_wrist', 'right_wrist')]
+        return (ExpertController(runtime.rate_hz, len(runtime.joint_names),
+                                 clamp.get('max_step', 0.15)), runtime.camera_slots, 'expert')
+    return ArtifactController(runtime), runtime.camera_slots, runtime.id[:12]
+
+
+def _evaluate_one(path: str, args, expert: bool = False) -> tuple:
+    from lamp_ros.sim.evaluate import evaluate
+    controller, slots, name = _controller(path, expert)
+    slots = [s for s in slots if s in ('base', 'left_wrist', 'right_wrist')]
     report = evaluate(controller, args.episodes, args.seconds, args.latency_ticks, args.seed,
                       slots, progress=print)
-    name = 'expert' if args.expert else runtime.id[:12]
     print(f'{name}: success {report["success_rate"]:.0%} over {args.episodes} episodes, mean '
           f'error {report["mean_error"]:.1f} px, RMS jerk {report["rms_jerk"]:.3g}, max jump at '
           f'a chunk boundary {report["max_boundary_jump"]:.3g}')
+    return report, name
+
+
+def _eval(args) -> int:
+    from lamp_ros.sim.evaluate import compare, write_report
+    if (args.artifact is None) == (args.compare is None):
+        raise SystemExit('lamp eval: give one ARTIFACT, or --compare A B')
+    if args.compare is None:
+        report, name = _evaluate_one(args.artifact, args, args.expert)
+        if args.out:
+            picture = write_report(report, args.out, name)
+            print(f'wrote {args.out} and {picture}')
+        return 0
+    (a, name_a), (b, name_b) = (_evaluate_one(path, args) for path in args.compare)
+    result = compare(a, b)
+    d = result['delta']
+    print(f'B - A: success {d["success_rate"] * 100:+.0f} points ({name_a} {a["success_rate"]:.0%}'
+          f' -> {name_b} {b["success_rate"]:.0%}), mean error {d["mean_error"]:+.1f} px, RMS '
+          f'jerk {d["rms_jerk"]:+.3g}; only A solved episodes {result["only_a_succeeded"]}, only '
+          f'B {result["only_b_succeeded"]}')
     if args.out:
-        picture = write_report(report, args.out, name)
-        print(f'wrote {args.out} and {picture}')
+        with open(args.out, 'w', encoding='utf-8') as f:
+            json.dump({**result, 'names': [name_a, name_b], 'paths': list(args.compare),
+                       'reports': [a, b]}, f, indent=1)
+        print(f'wrote {args.out}')
+    drop = -d['success_rate'] * 100
+    if args.max_drop is not None and drop > args.max_drop:
+        print(f'FAILED: B solves {drop:.0f} points fewer episodes than A (--max-drop '
+              f'{args.max_drop:g})')
+        return 1
     return 0
 
 
@@ -318,7 +353,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser('eval', help='closed-loop episodes of the simulator\'s task: success, '
                        'error, smoothness')
-    p.add_argument('artifact')
+    p.add_argument('artifact', nargs='?', help='an artifact, or a spec (.yaml): its eager policy')
+    p.add_argument('--compare', nargs=2, metavar=('A', 'B'),
+                   help='evaluate two artifacts (or specs) on the same episodes: B against A')
+    p.add_argument('--max-drop', type=float,
+                   help='with --compare: exit 1 when B\'s success rate is more than this many '
+                        'points below A\'s')
     p.add_argument('--episodes', type=int, default=10)
     p.add_argument('--seconds', type=float, default=10.0, help='length of an episode')
     p.add_argument('--latency-ticks', type=int, default=0,

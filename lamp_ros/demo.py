@@ -119,6 +119,7 @@ def run_demo(seconds: float = 10.0, execution: str = 'async') -> int:
             thread.join()  # a spin thread alive at exit aborts the process in rclpy's C++
             followed = sim.commands
             task_errors = list(sim.errors)
+            max_step = np.array([j.max_step for j in sim.robot.joints])
     finally:
         node.send_signal(signal.SIGINT)
         try:
@@ -126,6 +127,7 @@ def run_demo(seconds: float = 10.0, execution: str = 'async') -> int:
         except subprocess.TimeoutExpired:
             node.kill()
     _print_summary(console, commands, latency, diagnostics, followed)
+    _print_steps(console, commands, max_step)
     _print_task(console, task_errors, strip)
     return 0
 
@@ -150,6 +152,18 @@ def _print_task(console, errors, strip) -> None:
         path = os.path.join(folder, 'base_camera.png')
         cv2.imwrite(path, cv2.cvtColor(np.hstack(strip), cv2.COLOR_RGB2BGR))
         console.print(f'[bold]base camera[/], one frame a second: {os.path.relpath(path)}')
+
+
+def _print_steps(console, commands, max_step) -> None:
+    """How smooth the commands were: the change between consecutive commands as a share of the
+    robot's max step per tick (a chattering policy jumps by the whole max step every tick)."""
+    positions = np.array([list(m.points[0].positions) for _, m in commands])
+    if len(positions) < 3:
+        return
+    share = (np.abs(np.diff(positions, axis=0)) / max_step).max(axis=1)
+    console.print(f'[bold]command steps[/]: {np.mean(share <= 0.5):.0%} of ticks within half the '
+                  f'max step per tick; median {np.median(share):.2f}, largest {share.max():.2f} '
+                  'of it')
 
 
 def _print_summary(console, commands, latency, diagnostics, followed) -> None:

@@ -3,8 +3,8 @@
     .venv/bin/lamp compile config/specs/pi05_tiny.yaml --out artifacts/pi05_tiny
     .venv/bin/python scripts/make_regression_bag.py --artifact artifacts/pi05_tiny
 
-The bag holds 3 s of the simulated arm driven by the tiny artifact (see
-lamp_ros/regress/generate.py); regenerate it when the tiny policy or the spec changes on purpose.
+The bag holds 3 s of the simulated arm driven by the trained demo policy's artifact (see
+lamp_ros/regress/generate.py); regenerate it when the demo policy or its spec changes on purpose.
 """
 
 import argparse

@@ -42,20 +42,24 @@ if 'ROS_DOMAIN_ID' not in os.environ:
     _DOMAIN, _DOMAIN_LOCK = claim_ros_domain()
     os.environ['ROS_DOMAIN_ID'] = str(_DOMAIN)
 
-TINY_SPEC = 'config/specs/pi05_tiny.yaml'
+TINY_SPEC = 'config/specs/pi05_tiny_random.yaml'
+DEMO_SPEC = 'config/specs/pi05_tiny.yaml'
 SHARED_BUILDS = 'LAMP_TEST_BUILDS'
 
 
 def read_spec(path: str) -> dict:
-    """A spec file as data, with its robot file's path made absolute: an edited copy written
-    elsewhere (or parsed without its source) still finds the robot."""
+    """A spec file as data, with the paths it names (robot file, checkpoint, tokenizer) made
+    absolute: an edited copy written elsewhere (or parsed without its source) still finds
+    them."""
     import yaml
     with open(path, encoding='utf-8') as f:
         spec = yaml.safe_load(f)
-    robot = spec.get('robot')
-    if isinstance(robot, dict) and 'file' in robot and not os.path.isabs(robot['file']):
-        robot['file'] = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(path)),
-                                                      robot['file']))
+    folder = os.path.dirname(os.path.abspath(path))
+    options = (spec.get('policy') or {}).get('options') or {}
+    for section, key in ((spec.get('robot'), 'file'), (spec.get('weights'), 'path'),
+                         (spec.get('weights'), 'file'), (options.get('tokenizer'), 'path')):
+        if isinstance(section, dict) and key in section and not os.path.isabs(section[key]):
+            section[key] = os.path.normpath(os.path.join(folder, section[key]))
     return spec
 
 
@@ -90,6 +94,13 @@ def _compiler(spec: str):
 def tiny_artifact(tmp_path_factory):
     """Path of a freshly compiled pi05_tiny CPU artifact (read-only for tests: copy to edit)."""
     return shared_build(tmp_path_factory, 'pi05_tiny', _compiler(TINY_SPEC))
+
+
+@pytest.fixture(scope='session')
+def demo_artifact(tmp_path_factory):
+    """The trained demo policy's CPU artifact (config/specs/pi05_tiny.yaml: the shipped LeRobot
+    checkpoint, read as `lamp import` reads a user's)."""
+    return shared_build(tmp_path_factory, 'pi05_tiny_demo', _compiler(DEMO_SPEC))
 
 
 @pytest.fixture(scope='session')
@@ -139,26 +150,28 @@ VARIANT_EDITS = {
 
 @pytest.fixture(scope='session')
 def tiny_variant(tmp_path_factory):
-    """tiny_variant(name) -> path of pi05_tiny compiled with one spec edit (VARIANT_EDITS),
-    built on first use and shared by the whole session (about 30 s each)."""
+    """tiny_variant(name, spec=TINY_SPEC) -> path of the spec (pi05_tiny with random weights,
+    or DEMO_SPEC) compiled with one edit (VARIANT_EDITS), built on first use and shared by the
+    whole session (about 30 s each)."""
     import yaml
 
     from lamp_ros.compiler.build import compile_spec
     specs = tmp_path_factory.mktemp('variant_specs')
     built = {}
 
-    def build(name: str, out: str) -> None:
-        spec = read_spec(TINY_SPEC)
+    def build(name: str, base: str, label: str, out: str) -> None:
+        spec = read_spec(base)
         VARIANT_EDITS[name](spec)
-        spec_path = specs / f'{name}.yaml'
+        spec_path = specs / f'{label}.yaml'
         spec_path.write_text(yaml.safe_dump(spec))
         compile_spec(str(spec_path), out)
 
-    def get(name: str) -> str:
-        if name not in built:
-            built[name] = shared_build(tmp_path_factory, f'variant_{name}',
-                                       lambda out: build(name, out))
-        return built[name]
+    def get(name: str, spec: str = TINY_SPEC) -> str:
+        label = name if spec == TINY_SPEC else f'{os.path.basename(spec)[:-5]}_{name}'
+        if label not in built:
+            built[label] = shared_build(tmp_path_factory, f'variant_{label}',
+                                        lambda out: build(name, spec, label, out))
+        return built[label]
     return get
 
 

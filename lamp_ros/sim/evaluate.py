@@ -55,6 +55,23 @@ class ArtifactController:
         return command, self.runtime.last_inferred
 
 
+class EagerController:
+    """The eager policy of a spec in its control pipeline (control.py), the reference every
+    artifact of that spec is compared with."""
+
+    def __init__(self, pipeline):
+        self.pipeline = pipeline
+        self.rate_hz = pipeline.rate_hz
+        self.joints = len(pipeline.interface.joint_names)
+
+    def reset(self) -> None:
+        self.pipeline.reset()
+
+    def __call__(self, observation, t: float, t_obs: float, task, q):
+        fresh = self.pipeline.needs_chunk(t)
+        return self.pipeline.tick(observation, t, t_obs), fresh
+
+
 class ExpertController:
     """The scripted expert: straight to the task's joint target at `max_step` per tick."""
 
@@ -75,8 +92,11 @@ class ExpertController:
 
 
 def run_episode(controller, task: ReachTask, index: int, seconds: float,
-                latency_ticks: int = 0, prompt: str = DEFAULT_PROMPT, slots=None) -> Episode:
-    """One closed-loop episode on the simulator's timeline."""
+                latency_ticks: int = 0, prompt: str = DEFAULT_PROMPT, slots=None,
+                transform=None) -> Episode:
+    """One closed-loop episode on the simulator's timeline. `transform(observation) ->
+    observation`, if given, changes what the controller sees (a miswired camera or joint
+    order, to show that the evaluation notices)."""
     period = 1.0 / controller.rate_hz
     slots = tuple(slots or ('base', 'left_wrist', 'right_wrist'))
     q = np.zeros(controller.joints)
@@ -95,8 +115,8 @@ def run_episode(controller, task: ReachTask, index: int, seconds: float,
             frame_t = t
             frames = {slot: render(slot, FRAME[1], FRAME[0], t, q, task.cube_x(t))
                       for slot in slots}
-        pending.append(({'images': dict(frames), 'state': q.astype(np.float32),
-                         'prompt': prompt}, frame_t))
+        observation = {'images': dict(frames), 'state': q.astype(np.float32), 'prompt': prompt}
+        pending.append((transform(observation) if transform else observation, frame_t))
         observation, t_obs = pending[0] if len(pending) > latency_ticks else pending[-1]
         if len(pending) > latency_ticks:
             pending.popleft()
@@ -125,12 +145,12 @@ def smoothness(episode: Episode, rate_hz: float) -> dict:
 
 
 def evaluate(controller, episodes: int = 10, seconds: float = 10.0, latency_ticks: int = 0,
-             seed: int = 0, slots=None, progress=None) -> dict:
+             seed: int = 0, slots=None, progress=None, transform=None) -> dict:
     """Closed-loop episodes -> the report (plain data; `episodes` holds one entry each)."""
     runs = []
     for i in range(episodes):
         episode = run_episode(controller, ReachTask.episode(seed, i), i, seconds,
-                              latency_ticks, slots=slots)
+                              latency_ticks, slots=slots, transform=transform)
         runs.append(episode)
         if progress:
             progress(f'episode {i + 1}/{episodes}: {"success" if episode.success else "fail"}, '
@@ -146,6 +166,23 @@ def evaluate(controller, episodes: int = 10, seconds: float = 10.0, latency_tick
                       'final_error': e.final_error, **s, 'errors': [round(x, 2) for x in e.errors]}
                      for e, s in zip(runs, smooth)],
     }
+
+
+def compare(a: dict, b: dict) -> dict:
+    """Two reports over the same episodes (same seed and count) side by side: success and
+    error of each, B minus A, and the episodes only one of them solved."""
+    if [e['index'] for e in a['episodes']] != [e['index'] for e in b['episodes']] or \
+            a['seed'] != b['seed'] or a['seconds'] != b['seconds']:
+        raise ValueError('compare: the reports ran different episodes (seed, count or length)')
+    keys = ('success_rate', 'mean_error', 'rms_jerk', 'max_boundary_jump')
+    pairs = list(zip(a['episodes'], b['episodes']))
+    return {'a': {k: a[k] for k in keys}, 'b': {k: b[k] for k in keys},
+            'delta': {k: b[k] - a[k] for k in keys},
+            'only_a_succeeded': [x['index'] for x, y in pairs
+                                 if x['success'] and not y['success']],
+            'only_b_succeeded': [x['index'] for x, y in pairs
+                                 if y['success'] and not x['success']],
+            'episodes': len(pairs), 'seed': a['seed'], 'latency_ticks': a['latency_ticks']}
 
 
 def write_report(report: dict, path: str, title: str) -> str:

@@ -30,7 +30,7 @@ def traced():
     from lamp_ros.spec import load_spec
     from lamp_ros.trace.from_spec import build_pipeline, trace_pipeline
 
-    spec = load_spec('config/specs/pi05_tiny.yaml')
+    spec = load_spec('config/specs/pi05_tiny_random.yaml')
     pipe = build_pipeline(spec)
     values = {}
     graph = trace_pipeline(pipe, pipe.policy.example_observation(), export=False,

@@ -16,7 +16,7 @@ from lamp_ros.policies.pi05.pipeline import pipeline_from_spec
 from lamp_ros.runtime import Runtime
 from conftest import read_spec
 
-SPEC = 'config/specs/pi05_tiny.yaml'
+SPEC = 'config/specs/pi05_tiny_random.yaml'
 
 
 @pytest.fixture(scope='module')

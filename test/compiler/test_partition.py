@@ -107,7 +107,7 @@ def test_side_stream_stages_are_marked_on_their_cuda_group(tiny_graph):
 
 
 @pytest.mark.parametrize('spec_path,stages,message', [
-    ('config/specs/pi05_tiny.yaml', ['denoise'], 'only the cuda backend'),
+    ('config/specs/pi05_tiny_random.yaml', ['denoise'], 'only the cuda backend'),
     ('config/specs/pi05_tiny_cuda.yaml', ['vision', 'prefix', 'denoise'], 'every stage'),
     ('config/specs/pi05_tiny_cuda.yaml', ['denoiser'], 'not nodes of the graph'),
 ])

@@ -23,7 +23,8 @@ def delta_robot(tmp_path_factory):
         robot = yaml.safe_load(f)
     robot['action'] = {'kind': 'delta', 'mask': MASK}
     (folder / 'arm.yaml').write_text(yaml.safe_dump(robot))
-    with open(os.path.join(ROOT, 'config', 'specs', 'pi05_tiny.yaml'), encoding='utf-8') as f:
+    spec_file = os.path.join(ROOT, 'config', 'specs', 'pi05_tiny_random.yaml')
+    with open(spec_file, encoding='utf-8') as f:
         spec = yaml.safe_load(f)
     spec['control'].pop('clamp', None)
     spec['robot'] = {'file': 'arm.yaml'}

@@ -5,7 +5,6 @@ import subprocess
 import sys
 
 import pytest
-from conftest import read_spec
 
 pytestmark = pytest.mark.ros
 
@@ -19,18 +18,24 @@ def test_demo_runs_and_reports(tmp_path):
     assert 'commands:' in out and 'the arm followed' in out
     assert 'diagnostics' in out and 'last commands' in out
     assert 'task (gripper over the cube): mean error' in out and 'base camera' in out
+    assert 'command steps:' in out and 'of ticks within half the max step' in out
 
 
-def test_an_artifact_of_another_spec_version_is_named(tiny_artifact, tmp_path):
+def test_an_artifact_of_another_spec_version_is_named(demo_artifact, tmp_path):
     """The demo rebuilds artifacts/pi05_tiny when config/specs/pi05_tiny.yaml has changed since:
     the keys that differ from the artifact's spec.json say why."""
     import yaml
 
-    from lamp_ros.demo import spec_changes, SPEC
-    assert spec_changes(tiny_artifact, SPEC) == []
-    spec = read_spec(SPEC)
+    from lamp_ros.demo import ROOT, spec_changes, SPEC
+    assert spec_changes(demo_artifact, SPEC) == []
+    with open(SPEC, encoding='utf-8') as f:
+        spec = yaml.safe_load(f)
     spec['passes']['fuse_attention'] = False
-    spec['fusion']['text_lengths'] = [64]
-    edited = tmp_path / 'pi05_tiny.yaml'
+    spec['fusion']['text_lengths'] = [48]
+    # the copy sees the files the spec names at the same relative places
+    (tmp_path / 'config' / 'specs').mkdir(parents=True)
+    (tmp_path / 'config' / 'robots').symlink_to(os.path.join(ROOT, 'config', 'robots'))
+    (tmp_path / 'lamp_ros').symlink_to(os.path.join(ROOT, 'lamp_ros'))
+    edited = tmp_path / 'config' / 'specs' / 'pi05_tiny.yaml'
     edited.write_text(yaml.safe_dump(spec))
-    assert spec_changes(tiny_artifact, str(edited)) == ['fusion', 'passes']
+    assert spec_changes(demo_artifact, str(edited)) == ['fusion', 'passes']

@@ -73,8 +73,8 @@ def test_record_the_node_then_replay_the_recording(tiny_artifact, make_harness, 
         assert report['exact_passed'], report
 
 
-def test_live_replay_into_a_running_node(tiny_artifact, make_harness):
-    h = make_harness(tiny_artifact, sim=False, execution='sync', image_transport='compressed')
+def test_live_replay_into_a_running_node(demo_artifact, make_harness):
+    h = make_harness(demo_artifact, sim=False, execution='sync', image_transport='compressed')
     assert h.transition(CONFIGURE) and h.transition(ACTIVATE)
     report = live_replay('test/data/pi05_tiny_sim', rate=1.0)
     assert report['mode'] == 'live'

@@ -14,7 +14,7 @@ from lamp_ros.runtime import Runtime
 from lamp_ros.runtime.loop import run_ticks
 from lamp_ros.policies.pi05.assets import norm_stats_path
 
-SPEC = 'config/specs/pi05_tiny.yaml'
+SPEC = 'config/specs/pi05_tiny_random.yaml'
 
 
 @pytest.fixture(scope='module')

@@ -26,7 +26,7 @@ def robot(**changes) -> dict:
     return d
 
 
-def spec_with(tmp_path, robot_section, base='config/specs/pi05_tiny.yaml', **extra) -> str:
+def spec_with(tmp_path, robot_section, base='config/specs/pi05_tiny_random.yaml', **extra) -> str:
     with open(os.path.join(ROOT, base), encoding='utf-8') as f:
         d = yaml.safe_load(f)
     d['robot'] = robot_section

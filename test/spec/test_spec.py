@@ -5,7 +5,7 @@ import pytest
 from lamp_ros.spec import load_spec, parse_spec, SpecError
 from conftest import read_spec
 
-SPEC = 'config/specs/pi05_tiny.yaml'
+SPEC = 'config/specs/pi05_tiny_random.yaml'
 
 
 def _raw():

@@ -14,7 +14,7 @@ from lamp_ros.trace.from_spec import trace_pipeline
 from lamp_ros.trace.stage import stage
 from lamp_ros.trace.tracer import trace, TraceError
 
-SPEC = 'config/specs/pi05_tiny.yaml'
+SPEC = 'config/specs/pi05_tiny_random.yaml'
 STAGES = ['normalize_state', 'discretize_state', 'tokenize', 'preprocess_image.base',
           'preprocess_image.left_wrist', 'preprocess_image.right_wrist', 'stack_cameras',
           'vision', 'prefix', 'sample_noise', 'denoise', 'unnormalize_actions', 'chunker',

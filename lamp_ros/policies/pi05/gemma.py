@@ -36,9 +36,14 @@ class AdaRMSNorm(nn.Module):
         self.modulation = nn.Linear(width, 3 * width)
 
     def forward(self, x: torch.Tensor, cond: torch.Tensor):
+        """x (b, n, w); cond (b, w), one flow time for all tokens, or (b, n, w), one per token
+        (real-time chunking's training: the committed actions are clean, the rest are not)."""
         xf = x.float()
         xf = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)
-        scale, shift, gate = self.modulation(cond).unsqueeze(1).chunk(3, dim=-1)
+        modulation = self.modulation(cond)
+        if modulation.dim() == 2:
+            modulation = modulation.unsqueeze(1)
+        scale, shift, gate = modulation.chunk(3, dim=-1)
         return (xf * (1.0 + scale.float()) + shift.float()).to(x.dtype), gate
 
 

@@ -67,10 +67,10 @@ class PrefixEncoder(nn.Module):
 
 def posemb_sincos(t: torch.Tensor, dim: int, min_period: float = 4e-3,
                   max_period: float = 4.0) -> torch.Tensor:
-    """Sine-cosine embedding of the scalar flow time t (b,) -> (b, dim), as in openpi."""
+    """Sine-cosine embedding of the flow time t (b,) or (b, n) -> (..., dim), as in openpi."""
     fraction = torch.linspace(0.0, 1.0, dim // 2, dtype=torch.float32, device=t.device)
     period = min_period * (max_period / min_period) ** fraction
-    angle = t.float()[:, None] * (2 * math.pi / period)[None, :]
+    angle = t.float()[..., None] * (2 * math.pi / period)
     return torch.cat([angle.sin(), angle.cos()], dim=-1)
 
 
@@ -106,7 +106,8 @@ class ActionExpert(nn.Module):
         return F.silu(self.time_mlp_out(F.silu(self.time_mlp_in(emb))))
 
     def velocity(self, x_t, t, k_cache, v_cache, prefix_mask):
-        """One evaluation of the velocity field v(x_t, t | prefix) -> (b, horizon, action_dim)."""
+        """One evaluation of the velocity field v(x_t, t | prefix) -> (b, horizon, action_dim);
+        t (b,), or (b, horizon) for a flow time per action (training.py's delayed prefix)."""
         horizon = x_t.shape[1]
         cond = self.time_condition(t)
         x = self.action_in_proj(x_t)

@@ -22,7 +22,7 @@ from lamp_ros.trace.from_spec import build_pipeline, trace_pipeline
 
 @pytest.fixture(scope='module')
 def optimised():
-    pipeline = build_pipeline(load_spec('config/specs/pi05_tiny.yaml'))
+    pipeline = build_pipeline(load_spec('config/specs/pi05_tiny_random.yaml'))
     values = {}
     graph = trace_pipeline(pipeline, pipeline.policy.example_observation(),
                            export=False, values_out=values)

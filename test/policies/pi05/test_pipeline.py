@@ -9,7 +9,7 @@ from lamp_ros.policies.pi05.pipeline import pipeline_from_spec
 
 @pytest.fixture(scope='module')
 def pipeline():
-    return pipeline_from_spec(load_spec('config/specs/pi05_tiny.yaml'))
+    return pipeline_from_spec(load_spec('config/specs/pi05_tiny_random.yaml'))
 
 
 def _inferences(pipeline) -> int:
@@ -43,7 +43,7 @@ def test_reset_replays_the_episode(pipeline):
 
 
 def test_control_parameters_must_match_the_robot():
-    spec = load_spec('config/specs/pi05_tiny.yaml')
+    spec = load_spec('config/specs/pi05_tiny_random.yaml')
     control = dict(spec.control, clamp={'lower': [-1] * 6, 'upper': [1] * 6, 'max_step': 0.1})
     bad = type(spec)(**{**spec.__dict__, 'control': control})
     with pytest.raises(ValueError, match='control.clamp: 6 joints, the policy has 7'):

@@ -50,6 +50,47 @@ RULES = [(re.compile(pattern + r'$'), target) for pattern, target in (
     (r'action_time_mlp_(in|out)\.' + W, r'expert.time_mlp_\1.\2'),  # older pi05 exports
 )]
 
+
+def _plain(pattern: str) -> str:
+    return pattern.replace('\\.', '.')
+
+
+# lamp parameter -> LeRobot tensor (without `model.`): the rules above read backwards, for
+# writing a checkpoint LeRobot loads (write.py). keys_test checks that both directions agree.
+REVERSE = [(re.compile(pattern + r'$'), target) for pattern, target in (
+    (r'vision\.patch_embed\.' + W, _plain(VISION) + r'embeddings.patch_embedding.\1'),
+    (r'vision\.pos_embed', _plain(VISION) + 'embeddings.position_embedding.weight'),
+    (r'vision\.blocks\.(\d+)\.norm([12])\.' + W,
+     _plain(VISION) + r'encoder.layers.\1.layer_norm\2.\3'),
+    (r'vision\.blocks\.(\d+)\.([qkv])_proj\.' + W,
+     _plain(VISION) + r'encoder.layers.\1.self_attn.\2_proj.\3'),
+    (r'vision\.blocks\.(\d+)\.out_proj\.' + W,
+     _plain(VISION) + r'encoder.layers.\1.self_attn.out_proj.\2'),
+    (r'vision\.blocks\.(\d+)\.fc([12])\.' + W, _plain(VISION) + r'encoder.layers.\1.mlp.fc\2.\3'),
+    (r'vision\.post_norm\.' + W, _plain(VISION) + r'post_layernorm.\1'),
+    (r'vision\.projector\.' + W, _plain(PALIGEMMA) + r'multi_modal_projector.linear.\1'),
+    (r'prefix\.embed\.weight', _plain(LLM) + 'embed_tokens.weight'),
+    (r'prefix\.layers\.(\d+)\.input_norm\.weight',
+     _plain(LLM) + r'layers.\1.input_layernorm.weight'),
+    (r'prefix\.layers\.(\d+)\.post_attn_norm\.weight',
+     _plain(LLM) + r'layers.\1.post_attention_layernorm.weight'),
+    (r'prefix\.layers\.(\d+)\.attn\.([qkvo])_proj\.weight',
+     _plain(LLM) + r'layers.\1.self_attn.\2_proj.weight'),
+    (r'prefix\.layers\.(\d+)\.mlp\.(gate|up|down)_proj\.weight',
+     _plain(LLM) + r'layers.\1.mlp.\2_proj.weight'),
+    (r'prefix\.final_norm\.weight', _plain(LLM) + 'norm.weight'),
+    (r'expert\.layers\.(\d+)\.input_norm\.modulation\.' + W,
+     _plain(EXPERT) + r'layers.\1.input_layernorm.dense.\2'),
+    (r'expert\.layers\.(\d+)\.post_attn_norm\.modulation\.' + W,
+     _plain(EXPERT) + r'layers.\1.post_attention_layernorm.dense.\2'),
+    (r'expert\.layers\.(\d+)\.attn\.([qkvo])_proj\.weight',
+     _plain(EXPERT) + r'layers.\1.self_attn.\2_proj.weight'),
+    (r'expert\.layers\.(\d+)\.mlp\.(gate|up|down)_proj\.weight',
+     _plain(EXPERT) + r'layers.\1.mlp.\2_proj.weight'),
+    (r'expert\.final_norm\.modulation\.' + W, _plain(EXPERT) + r'norm.dense.\1'),
+    (r'expert\.(action_in_proj|action_out_proj|time_mlp_in|time_mlp_out)\.' + W, r'\1.\2'),
+)]
+
 LM_HEAD = 'paligemma_with_expert.paligemma.lm_head.weight'
 UNUSED = (LM_HEAD, 'paligemma_with_expert.gemma_expert.lm_head.weight')
 EMBED = 'prefix.embed.weight'
@@ -70,6 +111,14 @@ def lamp_name(name: str) -> str | None:
         if pattern.match(bare):
             return pattern.sub(target, bare)
     return None
+
+
+def lerobot_name(name: str) -> str:
+    """The LeRobot tensor name (with its `model.` prefix) of a Pi05Model parameter."""
+    for pattern, target in REVERSE:
+        if pattern.match(name):
+            return 'model.' + pattern.sub(target, name)
+    raise KeyError(f'{name}: no LeRobot name for this parameter')
 
 
 def is_unused(name: str) -> bool:

@@ -1,0 +1,122 @@
+"""Training a pi0.5-shaped policy with the flow-matching loss (the openpi / LeRobot recipe).
+
+For a batch of observations and their action chunks (normalised, padded to the model's action
+dim with zeros): draw noise and a flow time t ~ Beta(1.5, 1) * 0.999 + 0.001, form x_t =
+t noise + (1 - t) actions, and regress the expert's velocity on u = noise - actions over every
+action dim, the padding included, as openpi does. (LeRobot's fine-tuning loss covers the
+robot's dims only, which suits a pretrained model; a model trained from scratch that way
+integrates untrained velocities in the padded dims, and those feed back into the expert at
+every step: its actions then ignore the observation.)
+
+Real-time chunking, trained mode (Black et al. 2025; LeRobot's RTC, trained variant): each
+sample also draws an inference delay d uniform in [0, max_delay]. Its first d actions (those
+a robot executes while the next chunk is computed) are given clean, at flow time 0, and the
+loss covers only the rest, so at run time a chunk can be generated around the committed prefix
+by inpainting alone, without a backward pass.
+
+The observations go through the policy's own host stages (Pi05Policy: state normalisation and
+binning, the prompt, the tokenizer, resize-with-pad), so the model is trained on exactly the
+inputs the deployed pipeline gives it.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch.nn import functional as F
+
+from lamp_ros.ops.normalize import pad_to_dim
+
+TIME_BETA = (1.5, 1.0)
+TIME_SCALE, TIME_OFFSET = 0.999, 0.001
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    steps: int = 3000
+    batch_size: int = 32
+    lr: float = 3e-4
+    warmup_steps: int = 200
+    weight_decay: float = 0.01
+    grad_clip: float = 1.0
+    max_delay: int = 8        # RTC training: delays 0..max_delay actions
+    seed: int = 0
+
+
+def model_inputs(policy, observations) -> dict:
+    """A batch of observations -> the model's input tensors, by the policy's host stages."""
+    pixels, image_masks, ids, masks = [], [], [], []
+    for obs in observations:
+        bins = policy.discretize_state(policy.normalize_state(obs['state']))
+        token_ids, token_mask = policy.tokenize(obs['prompt'], bins)
+        images = {slot: policy.preprocess_image(img, camera=slot)
+                  for slot, img in obs['images'].items()}
+        p, m = policy.stack_cameras(images)
+        pixels.append(p)
+        image_masks.append(m)
+        ids.append(token_ids)
+        masks.append(token_mask)
+    return {'images': torch.from_numpy(np.concatenate(pixels)),
+            'image_mask': torch.from_numpy(np.concatenate(image_masks)),
+            'token_ids': torch.from_numpy(np.concatenate(ids)).long(),
+            'token_mask': torch.from_numpy(np.concatenate(masks))}
+
+
+def normalised_actions(policy, chunks: np.ndarray) -> torch.Tensor:
+    """(b, horizon, joints) in robot units -> (b, horizon, action_dim) in the model's space."""
+    norm = policy.robot.actions.normalize(np.asarray(chunks, np.float32))
+    return torch.from_numpy(pad_to_dim(norm, policy.config.action_dim).astype(np.float32))
+
+
+def flow_matching_loss(model, inputs: dict, actions: torch.Tensor, rng: np.random.Generator,
+                       max_delay: int = 0) -> torch.Tensor:
+    """Mean squared velocity error over all action dims (and, with delays, over the actions
+    after each sample's delay). Noise, times and delays come from `rng`."""
+    b, horizon, _ = actions.shape
+    noise = torch.from_numpy(rng.standard_normal(actions.shape, np.float32))
+    t = torch.from_numpy((rng.beta(*TIME_BETA, b) * TIME_SCALE + TIME_OFFSET).astype(np.float32))
+    delay = torch.from_numpy(rng.integers(0, max_delay + 1, b))
+    committed = torch.arange(horizon)[None, :] < delay[:, None]          # (b, horizon)
+    t_tokens = torch.where(committed, torch.zeros(()), t[:, None])       # clean: time 0
+    x_t = t_tokens[..., None] * noise + (1 - t_tokens[..., None]) * actions
+    target = noise - actions
+    tokens = model.vision(inputs['images'])
+    k_cache, v_cache, prefix_mask = model.prefix(tokens, inputs['image_mask'],
+                                                 inputs['token_ids'], inputs['token_mask'])
+    velocity = model.expert.velocity(x_t, t_tokens, k_cache, v_cache, prefix_mask)
+    error = F.mse_loss(velocity.float(), target, reduction='none')
+    weight = (~committed).float()[..., None].expand_as(error)
+    return (error * weight).sum() / weight.sum()
+
+
+def learning_rate(step: int, cfg: TrainConfig) -> float:
+    """Linear warm-up, then cosine decay to a tenth (LeRobot's pi0.5 schedule, shortened)."""
+    if step < cfg.warmup_steps:
+        return cfg.lr * (step + 1) / cfg.warmup_steps
+    done = (step - cfg.warmup_steps) / max(1, cfg.steps - cfg.warmup_steps)
+    return cfg.lr * (0.1 + 0.9 * 0.5 * (1 + np.cos(np.pi * min(1.0, done))))
+
+
+def train(policy, batches, cfg: TrainConfig, progress=None) -> list:
+    """Optimise `policy.model` in place on `batches` (an iterator of (observations, chunks));
+    returns the loss of every step."""
+    model = policy.model.train()
+    rng = np.random.default_rng([cfg.seed, 1])
+    optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.95),
+                                  weight_decay=cfg.weight_decay)
+    losses = []
+    for step in range(cfg.steps):
+        observations, chunks = next(batches)
+        for group in optimizer.param_groups:
+            group['lr'] = learning_rate(step, cfg)
+        loss = flow_matching_loss(model, model_inputs(policy, observations),
+                                  normalised_actions(policy, chunks), rng, cfg.max_delay)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+        optimizer.step()
+        losses.append(float(loss.detach()))
+        if progress:
+            progress(step + 1, cfg.steps, losses[-1])
+    model.eval()
+    return losses

@@ -1,0 +1,28 @@
+"""The evaluation task over ROS: the simulated arm (`lamp sim` with a task episode) and vla_node
+running the trained demo artifact, as on a robot. The arm ends over the cube, as `lamp eval`
+finds in-process."""
+
+import numpy as np
+import pytest
+
+from lamp_ros.sim.task import SUCCESS_PX
+
+pytestmark = pytest.mark.ros
+
+CONFIGURE, ACTIVATE = 1, 3
+RUN_S = 6.0   # of the simulator's clock after the first command
+
+
+def test_the_trained_policy_brings_the_gripper_over_the_cube_over_ros(
+        demo_artifact, make_harness):
+    h = make_harness(demo_artifact, sim_params={'task_seed': 0, 'task_episode': 2},
+                     execution='async')
+    assert h.transition(CONFIGURE) and h.transition(ACTIVATE)
+    assert h.wait_for(lambda: h.sim.commands > 0, 60), h.log()
+    start = h.sim.errors[-1][0]
+    assert h.wait_for(lambda: h.sim.errors[-1][0] >= start + RUN_S, 60), h.log()
+    t = np.array([e[0] for e in h.sim.errors])
+    error = np.array([e[1] for e in h.sim.errors])
+    assert error[t <= start + 0.05].max() > SUCCESS_PX   # it starts away from the cube ...
+    last = error[t >= t[-1] - 1.0]
+    assert last.max() <= SUCCESS_PX, (last.max(), error[::25].round(1))   # ... and ends over it
