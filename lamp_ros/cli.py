@@ -184,19 +184,26 @@ def _import(args) -> int:
     return 0
 
 
-def _controller(path: str, expert: bool):
+def _controller(path: str, expert: bool, merge_mode: str | None = None):
     """(controller, its camera slots, its name) for `lamp eval`: an artifact through its
     Runtime, a spec's eager policy (a .yaml path), or the scripted expert at the artifact's
-    rate and max step."""
+    rate and max step. `merge_mode` overrides how the chunker merges a new chunk (as the
+    node's chunk_merge_mode does)."""
+    from dataclasses import replace
+
     from lamp_ros.sim.evaluate import ArtifactController, EagerController, ExpertController
     if path.endswith(('.yaml', '.yml')):
         from lamp_ros.spec import load_spec
         from lamp_ros.trace.from_spec import build_pipeline
         spec = load_spec(path)
+        if merge_mode:
+            chunker = {**spec.control.get('chunker', {}), 'merge_mode': merge_mode}
+            spec = replace(spec, control={**spec.control, 'chunker': chunker})
         pipeline = build_pipeline(spec)
         return EagerController(pipeline), pipeline.interface.camera_slots, f'{spec.name} (eager)'
     from lamp_ros.runtime import Runtime
-    runtime = Runtime.load(path)
+    runtime = Runtime.load(path, overrides={'chunker': {'merge_mode': merge_mode}}
+                           if merge_mode else None)
     if expert:
         clamp = next((n.attrs for n in runtime.artifact.graph.nodes if n.op == 'clamp'), {})
         return (ExpertController(runtime.rate_hz, len(runtime.joint_names),
@@ -206,7 +213,7 @@ def _controller(path: str, expert: bool):
 
 def _evaluate_one(path: str, args, expert: bool = False) -> tuple:
     from lamp_ros.sim.evaluate import evaluate
-    controller, slots, name = _controller(path, expert)
+    controller, slots, name = _controller(path, expert, args.merge_mode)
     slots = [s for s in slots if s in ('base', 'left_wrist', 'right_wrist')]
     report = evaluate(controller, args.episodes, args.seconds, args.latency_ticks, args.seed,
                       slots, progress=print)
@@ -364,6 +371,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('--latency-ticks', type=int, default=0,
                    help='each tick sees the observation of D ticks earlier')
     p.add_argument('--seed', type=int, default=0, help='where the episodes put the cube')
+    from lamp_ros.ops.chunker import MERGE_MODES
+    p.add_argument('--merge-mode', choices=MERGE_MODES,
+                   help='override how a new chunk is merged into the plan')
     p.add_argument('--expert', action='store_true',
                    help='the scripted expert at the artifact\'s rate and max step, for reference')
     p.add_argument('--out', help='report JSON (a PNG of the errors is written beside it)')

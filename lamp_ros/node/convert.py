@@ -100,17 +100,28 @@ def rgb_to_compressed(rgb: np.ndarray, fmt: str = 'jpeg', quality: int = 90):
     return msg
 
 
-def trajectory(joint_names, points, period: float):
-    """JointTrajectory with zero header stamp ("start now") and points every `period`."""
-    from builtin_interfaces.msg import Duration
+def trajectory(joint_names, points, period: float, stamp: float | None = None,
+               velocities: bool = False):
+    """JointTrajectory with points every `period` (time_from_start (i + 1) period). `stamp`:
+    the header stamp in seconds (None: zero, "start now"); `velocities`: each point's velocity
+    by finite differences of the positions (central inside, one-sided at the ends), so a
+    JointTrajectoryController runs through the points instead of stopping at each."""
+    from builtin_interfaces.msg import Duration, Time
     from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
     msg = JointTrajectory()
     msg.joint_names = list(joint_names)
-    for i, q in enumerate(points):
+    if stamp is not None:
+        msg.header.stamp = Time(sec=int(stamp), nanosec=int(round((stamp % 1) * 1e9)) % 10**9)
+    positions = np.asarray(points, dtype=np.float64)
+    speed = np.gradient(positions, period, axis=0) if velocities and len(positions) > 1 \
+        else None
+    for i, q in enumerate(positions):
         point = JointTrajectoryPoint()
         point.positions = [float(v) for v in q]
+        if speed is not None:
+            point.velocities = [float(v) for v in speed[i]]
         t = (i + 1) * period
-        point.time_from_start = Duration(sec=int(t), nanosec=int(round((t % 1) * 1e9)))
+        point.time_from_start = Duration(sec=int(t), nanosec=int(round((t % 1) * 1e9)) % 10**9)
         msg.points.append(point)
     return msg
 

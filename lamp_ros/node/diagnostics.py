@@ -61,6 +61,9 @@ def diagnostic_status(node_name: str, hardware_id: str, report: dict):
         'inference_errors': str(p['inference_errors']),
         'last_fault': report['last_fault'],
         'commands_published': str(report['published']),
+        'held': str(report.get('held', False)).lower(),
+        'dry_run': str(report.get('dry_run', False)).lower(),
+        'command_topic': report.get('command_topic', ''),
     }
     for name, age in report['ages'].items():
         values[f'age_ms.{name}'] = 'never' if age is None else f'{age * 1e3:.1f}'

@@ -39,6 +39,11 @@ class InputCache:
         with self._lock:
             self._joints = Sample(q, stamp or received, received)
 
+    def latest_joints(self):
+        """The last joint positions received (None before the first): where the robot is."""
+        with self._lock:
+            return None if self._joints is None else self._joints.value.copy()
+
     def reject(self, source: str, reason: str) -> None:
         with self._lock:
             self.rejected[source] += 1

@@ -27,7 +27,13 @@ PARAMETERS = {
     'output': ('joint_trajectory', 'joint_trajectory (trajectory_msgs/JointTrajectory) or '
                                    'float64_multi_array (std_msgs/Float64MultiArray)'),
     'output_topic': ('', 'empty: ~/joint_trajectory or ~/commands by output'),
-    'points_per_command': (1, 'trajectory points per command: the command, then the plan'),
+    'trajectory_points': (1, 'points per JointTrajectory: 1, the command alone; N > 1, the '
+                             'command then the plan, timed at the control period, with '
+                             'velocities, stamped with the tick time'),
+    'dry_run': (False, 'run everything but publish commands on ~/dry_run/<topic> only, never '
+                       'on the command topic'),
+    'hold_mode': ('position', 'what ~/hold publishes: position (the joints where they are, '
+                              'every tick until ~/resume) or empty (one empty trajectory)'),
     'chunk_merge_mode': ('', 'override: latest | temporal_ensemble | crossfade; empty: artifact'),
     'chunk_replan_at': (0, 'override: new chunk when fewer actions remain; 0: artifact'),
     'smoothing_mode': ('', 'override: none | ema | one_euro; empty: artifact'),
@@ -44,8 +50,9 @@ CHOICES = {'image_transport': ('', 'raw', 'compressed'),
            'output': ('joint_trajectory', 'float64_multi_array'),
            'on_fault': ('hold', 'silent'), 'execution': ('async', 'sync'),
            'chunk_merge_mode': ('', 'latest', 'temporal_ensemble', 'crossfade'),
-           'smoothing_mode': ('', 'none', 'ema', 'one_euro')}
-POSITIVE = ('max_obs_age_s', 'max_skew_s', 'points_per_command')
+           'smoothing_mode': ('', 'none', 'ema', 'one_euro'),
+           'hold_mode': ('position', 'empty')}
+POSITIVE = ('max_obs_age_s', 'max_skew_s', 'trajectory_points')
 
 
 def check(name: str, value) -> str:

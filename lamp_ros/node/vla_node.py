@@ -7,6 +7,14 @@ deactivate stops it; cleanup releases everything. The control tick takes the fre
 consistent observation, steps the runtime and publishes one command; on stale or rejected input,
 an inference error or a non-finite result it holds the last safe command (or publishes nothing
 with on_fault=silent) and says why on /diagnostics. It never publishes NaN.
+
+Before a policy drives hardware: `~/hold` (std_srvs/Trigger) stops the policy from moving the
+robot and publishes where the joints are (or one empty trajectory, `hold_mode`) until
+`~/resume`, which starts a new episode; `dry_run` runs everything but publishes the commands on
+~/dry_run/<topic> only. Both are logged and shown on /diagnostics. With `trajectory_points` N >
+1 each JointTrajectory carries the command and the next N - 1 planned actions, timed at the
+control period, with velocities and the tick time as stamp, so a JointTrajectoryController
+runs through a chunk instead of stopping at every message.
 """
 
 from collections import deque
@@ -44,6 +52,12 @@ class VlaNode(LifecycleNode):
         self.config = None
         self.engine = None
         self._lamp_pubs, self._lamp_subs, self._lamp_timers = {}, [], {}
+        from std_srvs.srv import Trigger
+        # there in every state, so an operator's call is answered (refused while not active)
+        self.create_service(Trigger, '~/hold', self._on_hold)
+        self.create_service(Trigger, '~/resume', self._on_resume)
+        self._active = False
+        self._held = None    # {'since': t, 'position': q or None} while ~/hold is in force
         self._reset_counters()
 
     # ---- parameters --------------------------------------------------------------------------
@@ -116,9 +130,13 @@ class VlaNode(LifecycleNode):
             out_type, default_topic = JointTrajectory, '~/joint_trajectory'
         else:
             out_type, default_topic = Float64MultiArray, '~/commands'
+        topic = cfg.output_topic or default_topic
+        if cfg.dry_run:  # never a publisher on the real command topic
+            topic = '~/dry_run/' + topic.rstrip('/').rsplit('/', 1)[-1]
+            self.get_logger().warning(f'DRY RUN: commands go to {topic} only')
+        self.command_topic = topic
         self._lamp_pubs = {
-            'command': self.create_lifecycle_publisher(out_type, cfg.output_topic or
-                                                       default_topic, 10),
+            'command': self.create_lifecycle_publisher(out_type, topic, 10),
             'latency': self.create_lifecycle_publisher(Float64MultiArray, '~/command_latency',
                                                        10),
             'profile': self.create_lifecycle_publisher(Float64MultiArray, '~/profile', 10),
@@ -147,12 +165,15 @@ class VlaNode(LifecycleNode):
         self.get_logger().info('activating: new episode')
         self.engine.start(self._now())
         self._reset_counters()
+        self._held = None
         for timer in self._lamp_timers.values():
             timer.reset()
+        self._active = True
         return super().on_activate(state)
 
     def on_deactivate(self, state) -> TransitionCallbackReturn:
         self.get_logger().info('deactivating')
+        self._active = False
         for timer in self._lamp_timers.values():
             timer.cancel()
         return super().on_deactivate(state)
@@ -181,6 +202,7 @@ class VlaNode(LifecycleNode):
         for pub in self._lamp_pubs.values():
             self.destroy_lifecycle_publisher(pub)
         self._lamp_timers, self._lamp_subs, self._lamp_pubs = {}, [], {}
+        self._active, self._held = False, None
         if self.runtime is not None:
             self.runtime.close()
         self.runtime = None
@@ -216,6 +238,11 @@ class VlaNode(LifecycleNode):
         now = self._now()
         self._skipped += skipped_periods(self._last_tick, now, self.runtime.period)
         self._last_tick = now
+        held = self._held
+        if held is not None:  # ~/hold: no inference moves the robot until ~/resume
+            if held['position'] is not None:
+                self._publish([held['position']])
+            return
         try:
             result = self.engine.tick(now)
         except Exception as exc:  # never let a tick kill the node
@@ -225,10 +252,11 @@ class VlaNode(LifecycleNode):
         if result.command is None:
             return
         points = [result.command]
-        if result.fresh:
+        if result.fresh and self.config.trajectory_points > 1:
             t = self._now() - self.engine.t0
-            points += list(self.runtime.lookahead(t, self.config.points_per_command - 1))
-        self._publish(points)
+            points += list(self.runtime.lookahead(t, self.config.trajectory_points - 1,
+                                                  start=result.command))
+        self._publish(points, now)
         self._publish_latency(result, now)
 
     def _set_fault(self, kind: str, reason: str) -> None:
@@ -238,11 +266,15 @@ class VlaNode(LifecycleNode):
             self._last_fault = reason
         self._fault = (kind, reason)
 
-    def _publish(self, points) -> None:
+    def _publish(self, points, tick: float | None = None) -> None:
+        """One command message: with several points (trajectory_points), a timed trajectory
+        stamped with the tick time and with velocities; one point: "start now"."""
         if not all(np.isfinite(p).all() for p in points):  # last line of defence
             return
         if self.config.output == 'joint_trajectory':
-            msg = convert.trajectory(self.joint_names, points, self.runtime.period)
+            timed = len(points) > 1
+            msg = convert.trajectory(self.joint_names, points, self.runtime.period,
+                                     stamp=tick if timed else None, velocities=timed)
         else:
             msg = convert.float_array(points[0], ','.join(self.joint_names))
         self._lamp_pubs['command'].publish(msg)
@@ -265,6 +297,58 @@ class VlaNode(LifecycleNode):
         label = ','.join([*LATENCY_LAYOUT, *(f'stamp.{s}' for s in self.engine.inputs.slots)])
         self._lamp_pubs['latency'].publish(convert.float_array(values, label))
 
+    # ---- hold / resume -----------------------------------------------------------------------
+
+    def _on_hold(self, request, response):
+        """~/hold: stop the policy from moving the robot. hold_mode position: publish the
+        joints where they are (the last joint state; the last command before any), every tick
+        until ~/resume; empty: publish one empty trajectory (a JointTrajectoryController then
+        holds its current position) and nothing more."""
+        from trajectory_msgs.msg import JointTrajectory
+        if not self._active:
+            response.success, response.message = False, 'not active: nothing to hold'
+            return response
+        if self._held is not None:
+            response.success = True
+            response.message = f'already held since {self._held["since"]:.3f} s'
+            return response
+        mode = self.config.hold_mode
+        if mode == 'empty' and self.config.output == 'joint_trajectory':
+            position = None
+        else:
+            position = self.engine.inputs.latest_joints()
+            if position is None:
+                position = self.engine.last_safe
+            if position is None:
+                response.success = False
+                response.message = 'no joint state and no command yet: no position to hold at'
+                return response
+        self._held = {'since': self._now(), 'position': position}
+        if position is None:
+            msg = JointTrajectory()
+            msg.joint_names = list(self.joint_names)
+            self._lamp_pubs['command'].publish(msg)
+            what = 'an empty trajectory'
+        else:
+            self._publish([position])
+            what = 'position [' + ', '.join(f'{v:+.3f}' for v in position) + ']'
+        response.success = True
+        response.message = f'held: {what}; the policy does not move the robot until ~/resume'
+        self.get_logger().warning(f'~/hold: {response.message}')
+        return response
+
+    def _on_resume(self, request, response):
+        """~/resume: the policy drives again, from a new episode (fresh plan and filters)."""
+        if not self._active or self._held is None:
+            response.success = False
+            response.message = 'not held' if self._active else 'not active'
+            return response
+        self.engine.start(self._now())
+        self._held = None
+        response.success, response.message = True, 'resumed: new episode'
+        self.get_logger().warning(f'~/resume: {response.message}')
+        return response
+
     # ---- diagnostics -------------------------------------------------------------------------
 
     def report(self) -> dict:
@@ -283,7 +367,11 @@ class VlaNode(LifecycleNode):
                       or self._skipped - self._reported[2] > 1)
         new_trouble = new_rejections or new_misses
         self._reported = (rejected, profile['deadline_misses'], self._skipped)
-        if kind == 'stale':
+        if self._held is not None:
+            level = 'WARN'
+            message = (f'held by ~/hold since {self._held["since"]:.1f} s: the policy does not '
+                       'move the robot; ~/resume starts a new episode')
+        elif kind == 'stale':
             level, message = 'STALE', reason
         elif kind == 'error':
             level, message = 'ERROR', reason
@@ -293,6 +381,8 @@ class VlaNode(LifecycleNode):
                        'deadlines missed or ticks skipped in the last second')
         else:
             level, message = 'OK', reason or f'publishing at {rate:.1f} Hz'
+        if self.config.dry_run:
+            message = f'DRY RUN (commands on {self.command_topic} only): {message}'
         e2e = np.array(self._e2e_ms)
         return {
             'level': level, 'message': message, 'artifact_id': self.runtime.id,
@@ -303,6 +393,8 @@ class VlaNode(LifecycleNode):
             'stale_ticks': inputs.stale_ticks, 'rejected_total': rejected,
             'last_rejection': inputs.last_rejection, 'last_fault': self._last_fault,
             'published': self._published, 'skipped_ticks': self._skipped,
+            'held': self._held is not None, 'dry_run': bool(self.config.dry_run),
+            'command_topic': self.command_topic,
         }
 
     def _on_diagnostics(self) -> None:

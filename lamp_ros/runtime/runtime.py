@@ -297,19 +297,28 @@ class Runtime:
         (command,) = outputs.values()
         return command
 
-    def lookahead(self, t: float, n: int) -> np.ndarray:
+    def lookahead(self, t: float, n: int, start=None) -> np.ndarray:
         """The next n planned actions after time t (for multi-point trajectories), clipped to
-        the clamp's joint limits; fewer rows when the plan ends sooner."""
+        the clamp's joint limits and, from `start` (the command just sent), to its max step
+        per tick from one point to the next: the trajectory obeys the limits the commands do.
+        Fewer rows when the plan ends sooner."""
         if self._chunker is None or n <= 0 or not self.has_plan():
             return np.zeros((0, len(self.joint_names)))
         node_id, chunker = self._chunker
         state = self.state.get(node_id)
         plan = chunker.plan(state)
         k = int(round((t - float(state['t0'][0])) / chunker.dt))
-        rows = plan[max(k + 1, 0):max(k + 1, 0) + n]
+        rows = np.array(plan[max(k + 1, 0):max(k + 1, 0) + n], dtype=np.float64)
         clamp = [node for node in self.artifact.graph.nodes if node.op == 'clamp']
-        if clamp:
-            rows = np.clip(rows, clamp[0].attrs['lower'], clamp[0].attrs['upper'])
+        if not clamp:
+            return rows
+        attrs = clamp[0].attrs
+        rows = np.clip(rows, attrs['lower'], attrs['upper'])
+        if start is not None:
+            step = np.broadcast_to(np.asarray(attrs['max_step'], np.float64), rows.shape[1:])
+            previous = np.asarray(start, np.float64)
+            for i in range(len(rows)):
+                rows[i] = previous = previous + np.clip(rows[i] - previous, -step, step)
         return rows
 
     # ---- profiling ---------------------------------------------------------------------------

@@ -73,3 +73,17 @@ def test_trajectory_points_are_timed_from_now():
     assert msg.header.stamp.sec == 0 and msg.header.stamp.nanosec == 0
     assert [p.positions.tolist() for p in msg.points] == [[1.0, 2.0], [3.0, 4.0]]
     assert msg.points[1].time_from_start.nanosec == round(2e9 / 22)
+
+
+def test_a_timed_trajectory_has_the_tick_stamp_and_finite_difference_velocities():
+    q = np.array([[0.0, 1.0], [0.1, 1.0], [0.3, 0.9], [0.6, 0.9]])
+    msg = convert.trajectory(['a', 'b'], q, 0.05, stamp=12.25, velocities=True)
+    assert (msg.header.stamp.sec, msg.header.stamp.nanosec) == (12, 250_000_000)
+    v = np.array([p.velocities for p in msg.points])
+    np.testing.assert_allclose(v[0], [2.0, 0.0])             # one-sided at the start
+    np.testing.assert_allclose(v[1], [3.0, -1.0])            # central: (0.3 - 0.0) / 0.1
+    np.testing.assert_allclose(v[3], [6.0, 0.0])             # one-sided at the end
+    times = [p.time_from_start.sec + p.time_from_start.nanosec * 1e-9 for p in msg.points]
+    np.testing.assert_allclose(times, [0.05, 0.1, 0.15, 0.2])
+    single = convert.trajectory(['a', 'b'], q[:1], 0.05, velocities=True)
+    assert len(single.points[0].velocities) == 0             # one point: no velocity to give

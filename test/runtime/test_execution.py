@@ -189,3 +189,18 @@ def test_profiler_counts_deadline_misses():
     s = p.stats('tick')
     assert s['count'] == 4 and s['p50_ms'] == pytest.approx(3.0) and s['max_ms'] == 4.0
     assert p.profile()['deadline_misses'] == 1
+
+
+def test_lookahead_keeps_the_plan_within_the_max_step_from_the_command(tiny_artifact):
+    """A multi-point trajectory's points obey the clamp's limits and its max step per tick,
+    starting from the command just sent (what the node publishes with trajectory_points)."""
+    runtime = Runtime.load(tiny_artifact)
+    clamp = next(n.attrs for n in runtime.artifact.graph.nodes if n.op == 'clamp')
+    command = runtime.step(example_observation(NormStats.load(norm_stats_path())), 0.0)
+    start = np.asarray(command) + 0.5                        # far from the plan on purpose
+    rows = runtime.lookahead(0.0, 20, start=start)
+    step = np.broadcast_to(np.asarray(clamp['max_step'], float), start.shape)
+    assert len(rows) == 20
+    assert np.all(np.abs(np.diff(np.vstack([start, rows]), axis=0)) <= step + 1e-12)
+    free = runtime.lookahead(0.0, 20)
+    assert not np.allclose(free, rows)

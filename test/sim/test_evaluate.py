@@ -64,3 +64,19 @@ def test_lamp_eval_of_random_weights(tiny_artifact, tmp_path, capsys):
     assert again['episodes'][0]['errors'] == report['episodes'][0]['errors']
     assert lamp(['eval', tiny_artifact, '--expert', '--episodes', '2', '--seconds', '5']) == 0
     assert 'expert: success 100%' in capsys.readouterr().out
+
+
+def test_lamp_eval_can_override_the_merge_mode(tiny_artifact, tmp_path):
+    """--merge-mode runs the same episodes with another chunk merge (temporal_ensemble is the
+    artifact's): the commands, and so the errors, change."""
+    runs = {}
+    for mode in ('temporal_ensemble', 'latest'):
+        out = tmp_path / f'{mode}.json'
+        assert lamp(['eval', tiny_artifact, '--episodes', '1', '--seconds', '4',
+                     '--merge-mode', mode, '--out', str(out)]) == 0
+        runs[mode] = json.loads(out.read_text())['episodes'][0]['errors']
+    default = tmp_path / 'default.json'
+    assert lamp(['eval', tiny_artifact, '--episodes', '1', '--seconds', '4', '--out',
+                 str(default)]) == 0
+    assert json.loads(default.read_text())['episodes'][0]['errors'] == runs['temporal_ensemble']
+    assert runs['latest'] != runs['temporal_ensemble']
