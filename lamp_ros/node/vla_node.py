@@ -249,7 +249,7 @@ class VlaNode(LifecycleNode):
             self.get_logger().error(f'tick failed: {exc}\n{traceback.format_exc()}')
             result = self.engine.fault('error', f'{type(exc).__name__}: {exc}')
         self._set_fault(result.fault, result.reason)
-        if result.command is None:
+        if result.command is None or self._held is not None:  # ~/hold came during the tick
             return
         points = [result.command]
         if result.fresh and self.config.trajectory_points > 1:
