@@ -1,8 +1,11 @@
 """How each chunk merge mode copes with inference latency, in closed loop: the trained demo
-artifact on the simulator's task (`lamp eval`'s loop), one table for every mode and latency.
+policy on the simulator's task (`lamp eval`'s loop), one table for every mode and latency.
 
-    python3 bench/chunk_merge.py [--artifact artifacts/pi05_tiny] [--episodes 20]
+    python3 bench/chunk_merge.py [--artifact artifacts/pi05_tiny | --spec SPEC] [--episodes 20]
                                  [--latencies 0 2 4 8] [--out bench/results/chunk_merge_cpu.json]
+
+With `--spec` the spec's eager policy runs every mode, real-time chunking (`rtc`) included,
+which no backend compiles yet; with an artifact, the compiled modes.
 
 For each merge mode (ops/chunker.py MERGE_MODES) and injected latency D (each tick sees the
 observation of D ticks earlier: the chunk it starts is D ticks late, its first actions already
@@ -21,20 +24,35 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from lamp_ros.ops.chunker import MERGE_MODES  # noqa: E402
+from lamp_ros.ops.chunker import COMPILED_MERGE_MODES, MERGE_MODES  # noqa: E402
 from lamp_ros.runtime import Runtime  # noqa: E402
-from lamp_ros.sim.evaluate import ArtifactController, evaluate  # noqa: E402
+from lamp_ros.sim.evaluate import ArtifactController, EagerController, evaluate  # noqa: E402
 
 KEYS = ('success_rate', 'mean_error', 'rms_jerk', 'max_boundary_jump')
 
 
-def measure(artifact: str, modes, latencies, episodes: int, seconds: float, seed: int) -> list:
+def controller(artifact: str | None, spec: str | None, mode: str):
+    """The artifact through its Runtime, or the spec's eager pipeline, merging by `mode`."""
+    if spec is None:
+        return ArtifactController(Runtime.load(artifact,
+                                               overrides={'chunker': {'merge_mode': mode}}))
+    from dataclasses import replace
+
+    from lamp_ros.spec import load_spec
+    from lamp_ros.trace.from_spec import build_pipeline
+    loaded = load_spec(spec)
+    control = {**loaded.control, 'chunker': {**loaded.control.get('chunker', {}),
+                                             'merge_mode': mode}}
+    return EagerController(build_pipeline(replace(loaded, control=control)))
+
+
+def measure(artifact, spec, modes, latencies, episodes: int, seconds: float, seed: int) -> list:
     rows = []
     for mode in modes:
-        runtime = Runtime.load(artifact, overrides={'chunker': {'merge_mode': mode}})
+        control = controller(artifact, spec, mode)
         for latency in latencies:
             start = time.perf_counter()
-            report = evaluate(ArtifactController(runtime), episodes, seconds, latency, seed)
+            report = evaluate(control, episodes, seconds, latency, seed)
             rows.append({'merge_mode': mode, 'latency_ticks': latency,
                          **{k: report[k] for k in KEYS}})
             print(f'{mode:18s} latency {latency} ticks: success {report["success_rate"]:.0%}, '
@@ -67,22 +85,26 @@ def plot(rows, path: str, title: str) -> None:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     p.add_argument('--artifact', default=os.path.join(ROOT, 'artifacts', 'pi05_tiny'))
+    p.add_argument('--spec', help='run the spec\'s eager policy instead (every mode, rtc too)')
     p.add_argument('--episodes', type=int, default=20)
     p.add_argument('--seconds', type=float, default=10.0)
     p.add_argument('--seed', type=int, default=0)
     p.add_argument('--latencies', type=int, nargs='+', default=[0, 2, 4, 8])
-    p.add_argument('--modes', nargs='+', default=list(MERGE_MODES), choices=MERGE_MODES)
+    p.add_argument('--modes', nargs='+', choices=MERGE_MODES,
+                   help='default: every mode the policy runs (with --spec, rtc too)')
     p.add_argument('--out', default=os.path.join(ROOT, 'bench', 'results', 'chunk_merge_cpu.json'))
     args = p.parse_args()
-    rows = measure(args.artifact, args.modes, args.latencies, args.episodes, args.seconds,
-                   args.seed)
-    artifact_id = Runtime.load(args.artifact).id
+    modes = args.modes or list(MERGE_MODES if args.spec else COMPILED_MERGE_MODES)
+    rows = measure(None if args.spec else args.artifact, args.spec, modes, args.latencies,
+                   args.episodes, args.seconds, args.seed)
+    source = ({'spec': os.path.relpath(args.spec, ROOT)} if args.spec else
+              {'artifact_id': Runtime.load(args.artifact).id})
     with open(args.out, 'w', encoding='utf-8') as f:
-        json.dump({'artifact_id': artifact_id, 'episodes': args.episodes,
-                   'seconds': args.seconds, 'seed': args.seed, 'rows': rows}, f, indent=1)
+        json.dump({**source, 'episodes': args.episodes, 'seconds': args.seconds,
+                   'seed': args.seed, 'rows': rows}, f, indent=1)
     picture = args.out.rsplit('.', 1)[0] + '.png'
-    plot(rows, picture, f'chunk merge modes under latency: {args.episodes} episodes, '
-                        f'artifact {artifact_id[:12]}')
+    what = source.get('spec') or f'artifact {source["artifact_id"][:12]}'
+    plot(rows, picture, f'chunk merge modes under latency: {args.episodes} episodes, {what}')
     print(f'wrote {args.out} and {picture}')
     return 0
 

@@ -108,7 +108,13 @@ class ControlPipeline:
         obs = validate_observation(observation, interface.camera_slots,
                                    len(interface.joint_names), interface.prompt)
         t_obs = t if t_obs is None else t_obs
-        chunk = policy.infer(obs) if self.needs_chunk(t) else None
+        chunk = None
+        if self.needs_chunk(t):
+            if self.chunker.merge_mode == 'rtc':  # around the actions committed meanwhile
+                committed = self.chunker.committed(self.state['chunker'], t_obs, t)
+                chunk = policy.infer(obs, committed=committed)
+            else:
+                chunk = policy.infer(obs)
         if chunk is not None and self.delta_mask is not None:
             chunk = self.to_absolute(chunk, obs.state)
         action = self.chunk_action(chunk, t_obs, t)
@@ -126,6 +132,10 @@ def control_pipeline(policy, control: dict) -> ControlPipeline:
                          'the robot accepts)')
     chunker = ActionChunker.from_dict({'horizon': interface.action_horizon, 'joints': joints,
                                        'dt': 1.0 / rate_hz, **control.get('chunker', {})})
+    if chunker.merge_mode == 'rtc' and not getattr(policy, 'supports_rtc', False):
+        raise ValueError(f'control.chunker.merge_mode rtc: {type(policy).__name__} cannot '
+                         'generate a chunk around committed actions (infer(observation, '
+                         'committed=...) and supports_rtc = True)')
     smoother = Smoother.from_dict({'joints': joints, **control.get('smoother', {})})
     return ControlPipeline(policy, chunker, smoother, SafetyClamp.from_dict(control['clamp']),
                            rate_hz)

@@ -27,7 +27,10 @@ import numpy as np
 from lamp_ros.ops.state import (
     check_finite_float, check_keys, check_positive_int, check_state)
 
-MERGE_MODES = ('latest', 'temporal_ensemble', 'crossfade')
+MERGE_MODES = ('latest', 'temporal_ensemble', 'crossfade', 'rtc')
+# rtc (real-time chunking): the policy generates the new chunk around the actions committed
+# while it computed (`committed`), so the chunk replaces the plan as it is, like `latest`.
+COMPILED_MERGE_MODES = ('latest', 'temporal_ensemble', 'crossfade')
 WHERE = 'chunker'
 
 
@@ -155,6 +158,21 @@ class ActionChunker:
         }
         return action.astype(np.float64), info
 
+    def committed(self, state: dict, t_obs: float, t_now: float) -> np.ndarray:
+        """(d, J): the planned actions for t_obs, t_obs + dt, ... up to before t_now, those
+        the robot executes while a chunk observed at t_obs is computed (real-time chunking
+        conditions the new chunk on them). Fewer rows where the plan does not cover them (none
+        without a plan)."""
+        check_state(state, self.init_state(), WHERE)
+        d = int(round((check_finite_float(t_now, 't_now', WHERE)
+                       - check_finite_float(t_obs, 't_obs', WHERE)) / self.dt))
+        if not state['valid'][0] or d <= 0:
+            return np.zeros((0, self.joints), dtype=np.float64)
+        start = int(round((t_obs - state['t0'][0]) / self.dt))
+        if start < 0:
+            return np.zeros((0, self.joints), dtype=np.float64)
+        return self.plan(state)[start:start + min(d, self.horizon)]
+
     def plan(self, state: dict) -> np.ndarray:
         """Return the merged plan (n, J), step 0 at `state['t0']`; (0, J) without a plan."""
         check_state(state, self.init_state(), WHERE)
@@ -206,4 +224,4 @@ class ActionChunker:
             a = (np.arange(steps, dtype=np.float64) + 1.0) / (steps + 1.0)
             blended = (1.0 - a[:, None]) * previous + a[:, None] * new[lo:lo + steps]
             out['plan_sum'][lo:lo + steps] = blended
-        # 'latest': out already holds the new chunk alone.
+        # 'latest' and 'rtc': out already holds the new chunk alone.

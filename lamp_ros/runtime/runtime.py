@@ -27,7 +27,7 @@ from lamp_ros.artifact.manifest import ArtifactError
 from lamp_ros.backends import get_backend
 from lamp_ros.backends.base import BackendUnavailable, LoadContext
 from lamp_ros.observation import validate_observation
-from lamp_ros.ops.chunker import ActionChunker
+from lamp_ros.ops.chunker import ActionChunker, COMPILED_MERGE_MODES
 from lamp_ros.runtime.arena import Arena
 from lamp_ros.runtime.device import cuda_device_count
 from lamp_ros.runtime.profiler import Profiler
@@ -55,6 +55,10 @@ def apply_overrides(artifact, overrides: dict):
         patch = overrides.get(node.op) or {}
         if patch and node.op not in OVERRIDABLE:
             raise ValueError(f'overrides: {node.op} is not overridable ({OVERRIDABLE})')
+        if patch.get('merge_mode', 'latest') not in COMPILED_MERGE_MODES:
+            raise ValueError(f'overrides: chunker merge_mode {patch["merge_mode"]}: this '
+                             'artifact\'s model stages were not built for it; one of '
+                             f'{", ".join(COMPILED_MERGE_MODES)}')
         nodes.append(replace(node, attrs={**node.attrs, **patch}) if patch else node)
     unknown = set(overrides) - {n.op for n in artifact.graph.nodes}
     if unknown:

@@ -6,6 +6,7 @@ import numpy as np
 
 from lamp_ros.graph.types import TensorType
 from lamp_ros.observation import validate_observation
+from lamp_ros.ops.chunker import COMPILED_MERGE_MODES
 from lamp_ros.spec.robot import check_robot_fits
 from lamp_ros.trace.tracer import trace
 
@@ -37,6 +38,11 @@ def trace_pipeline(pipeline, observation, t: float = 0.0, export: bool = True, n
     """One synchronous tick of `pipeline` at time t, traced into a Graph (state reset after);
     `hash_weights` as `trace`'s."""
     policy, interface = pipeline.policy, pipeline.interface
+    mode = getattr(getattr(pipeline, 'chunker', None), 'merge_mode', None)
+    if mode is not None and mode not in COMPILED_MERGE_MODES:
+        raise ValueError(f'control.chunker.merge_mode {mode}: the eager pipeline runs it '
+                         '(lamp eval SPEC), no backend compiles it yet; one of '
+                         f'{", ".join(COMPILED_MERGE_MODES)} for an artifact')
     obs = validate_observation(observation, interface.camera_slots, len(interface.joint_names),
                                interface.prompt)
     pipeline.reset()

@@ -240,3 +240,31 @@ def test_state_of_wrong_shape_is_rejected_by_key():
     s['extra'] = np.zeros(1)
     with pytest.raises(ValueError, match='extra'):
         c.needs_chunk(s, 0.0)
+
+
+def test_committed_are_the_planned_actions_executed_while_a_chunk_is_computed():
+    """Plan [2, 3, 4] from t=0.2; a chunk observed at 0.2 arriving at 0.4 has 2 actions
+    committed (those for 0.2 and 0.3); rtc then takes the new chunk as it is (its first
+    actions are those)."""
+    c = _chunker(merge_mode='rtc')
+    s = _first(c)
+    np.testing.assert_array_equal(c.committed(s, 0.2, 0.4), _col([2, 3]))
+    np.testing.assert_array_equal(c.committed(s, 0.3, 0.9), _col([3, 4]))   # the plan ends
+    assert c.committed(s, 0.2, 0.2).shape == (0, 1)                          # no delay
+    assert c.committed(s, 0.0, 0.3).shape == (0, 1)                          # before the plan
+    assert c.committed(c.init_state(), 0.0, 0.3).shape == (0, 1)             # no plan
+    merged = c.merge(s, _col([2, 3, 7, 8, 9]), 0.2, 0.4)
+    np.testing.assert_array_equal(c.plan(merged), _col([7, 8, 9]))
+
+
+def test_control_pipeline_refuses_rtc_for_a_policy_that_cannot():
+    from lamp_ros.control import control_pipeline
+    from lamp_ros.observation import PolicyInterface
+
+    class NoRtc:
+        interface = PolicyInterface(('base',), ('j0',), prompt=False, action_horizon=5)
+
+    control = {'rate_hz': 10.0, 'chunker': {'merge_mode': 'rtc', 'replan_at': 2},
+               'clamp': {'lower': [-1.0], 'upper': [1.0], 'max_step': [0.1]}}
+    with pytest.raises(ValueError, match='merge_mode rtc: NoRtc cannot generate a chunk'):
+        control_pipeline(NoRtc(), control)

@@ -17,7 +17,7 @@ import torch
 from lamp_ros.observation import DEFAULT_PROMPT, PolicyInterface, validate_observation
 from lamp_ros.ops.image import preprocess_image, stack_cameras
 from lamp_ros.ops.noise import sample_noise
-from lamp_ros.ops.normalize import Normalizer, NormStats, unnormalize_actions
+from lamp_ros.ops.normalize import Normalizer, NormStats, pad_to_dim, unnormalize_actions
 from lamp_ros.ops.prompt import prompt_format, tokenize_pi05
 from lamp_ros.ops.tokenizer import Tokenizer
 from lamp_ros.policies.pi05 import assets
@@ -75,7 +75,11 @@ class RobotIO:
 class Pi05Policy:
     """Model + tokenizer + robot io (joints, normalisation) + glue; `infer` is the reference
     implementation. `provenance`: where the weights came from (an imported checkpoint's files
-    and their sha256, which tensor came from where), kept in the artifact."""
+    and their sha256, which tensor came from where), kept in the artifact. `supports_rtc`:
+    `infer(observation, committed=...)` generates a chunk around committed actions (rtc.py;
+    meaningful for a model trained with RTC delays, as the demo policy is)."""
+
+    supports_rtc = True
 
     def __init__(self, config: Pi05Config, model: Pi05Model, tokenizer: Tokenizer,
                  robot: RobotIO | NormStats, glue: GlueConfig = GlueConfig(),
@@ -232,8 +236,12 @@ class Pi05Policy:
 
     # ---- the whole path ------------------------------------------------------------------
 
-    def infer(self, observation, noise: np.ndarray | None = None) -> np.ndarray:
-        """observation -> action chunk (horizon, joints) in robot units."""
+    def infer(self, observation, noise: np.ndarray | None = None,
+              committed: np.ndarray | None = None) -> np.ndarray:
+        """observation -> action chunk (horizon, joints) in robot units. `committed` (d,
+        joints), robot units: the actions executed while this chunk is computed; the chunk
+        starts with them and the model generates the rest around them (real-time chunking,
+        trained mode: rtc.py)."""
         obs = validate_observation(observation, self.config.camera_slots, len(self.joint_names))
         norm_state = self.normalize_state(obs.state)
         state_bins = self.discretize_state(norm_state)
@@ -245,8 +253,25 @@ class Pi05Policy:
         k_cache, v_cache, prefix_mask = self.prefix(image_tokens, image_mask, token_ids,
                                                     token_mask)
         noise = self.sample_noise() if noise is None else _check_noise(noise, self.config)
-        actions = self.denoise(k_cache, v_cache, prefix_mask, noise)
+        if committed is not None and len(committed):
+            actions = self._inpaint(k_cache, v_cache, prefix_mask, noise, committed)
+        else:
+            actions = self.denoise(k_cache, v_cache, prefix_mask, noise)
         return self.unnormalize_actions(actions)
+
+    def _inpaint(self, k_cache, v_cache, prefix_mask, noise, committed) -> np.ndarray:
+        """The denoise stage around committed actions (robot units -> the model's space)."""
+        from lamp_ros.policies.pi05.rtc import inpaint
+        committed = np.asarray(committed, np.float32)
+        if committed.ndim != 2 or committed.shape[1] != len(self.joint_names):
+            raise ValueError(f'committed: expected (d, {len(self.joint_names)}), got '
+                             f'{committed.shape}')
+        norm = pad_to_dim(self.robot.actions.normalize(committed), self.config.action_dim)
+        device = self.model.expert.action_in_proj.weight.device
+        with torch.inference_mode():
+            return inpaint(self.model.expert, k_cache, v_cache, prefix_mask,
+                           torch.as_tensor(noise, device=device),
+                           torch.as_tensor(norm[None], device=device), len(committed))
 
     def describe(self) -> dict:
         """JSON-ready identity of the policy (preset, glue) for artifacts and logs."""

@@ -66,3 +66,42 @@ def test_a_delay_outside_the_chunk_is_refused(demo_cache):
         inpaint(expert, *cache, _noise(0), _noise(1), 51)
     with pytest.raises(ValueError, match='committed has 3 actions, the delay needs 4'):
         inpaint(expert, *cache, _noise(0), _noise(1)[:, :3], 4)
+
+
+def _rtc_spec():
+    from dataclasses import replace
+    spec = load_spec(DEMO_SPEC)
+    chunker = {**spec.control['chunker'], 'merge_mode': 'rtc'}
+    return replace(spec, control={**spec.control, 'chunker': chunker})
+
+
+def test_the_policy_starts_its_chunk_with_the_committed_actions():
+    pipeline = build_pipeline(_rtc_spec())
+    obs = pipeline.example_observation(seed=2)
+    free = pipeline.policy.infer(obs)
+    committed = free[:5] + 0.05
+    chunk = pipeline.policy.infer(obs, committed=committed)
+    np.testing.assert_allclose(chunk[:5], committed, atol=1e-5)   # through normalisation
+    with pytest.raises(ValueError, match=r'committed: expected \(d, 7\)'):
+        pipeline.policy.infer(obs, committed=committed[:, :3])
+
+
+def test_rtc_runs_in_closed_loop_in_the_eager_pipeline():
+    """lamp eval's loop with a 4-tick latency: each chunk is generated around the actions the
+    arm executed meanwhile (ControlPipeline asks the chunker for them), and the task is done."""
+    from lamp_ros.sim.evaluate import EagerController, evaluate
+    report = evaluate(EagerController(build_pipeline(_rtc_spec())), episodes=3, seconds=6.0,
+                      latency_ticks=4, seed=0)
+    assert report['success_rate'] >= 2 / 3, report['success_rate']
+
+
+def test_no_artifact_claims_rtc_yet(tiny_artifact):
+    """The eager pipeline runs rtc; compiling it, or switching an artifact to it, is refused
+    with the reason (its model stages were not built for committed actions)."""
+    from lamp_ros.runtime import Runtime
+    from lamp_ros.trace.from_spec import trace_pipeline
+    pipeline = build_pipeline(_rtc_spec())
+    with pytest.raises(ValueError, match='merge_mode rtc: the eager pipeline runs it'):
+        trace_pipeline(pipeline, pipeline.example_observation(), export=False)
+    with pytest.raises(ValueError, match='merge_mode rtc: this artifact\'s model stages'):
+        Runtime.load(tiny_artifact, overrides={'chunker': {'merge_mode': 'rtc'}})
