@@ -27,6 +27,7 @@ from dataclasses import asdict, replace
 import hashlib
 import json
 import os
+import shutil
 import sys
 import time
 
@@ -145,6 +146,9 @@ def main(argv=None) -> int:
     seconds = time.perf_counter() - start
 
     files = write_lerobot(args.out, model, stats, TOKENIZER_NAME)
+    beside = os.path.join(args.out, 'tokenizer.model')
+    if os.path.abspath(args.tokenizer) != os.path.abspath(beside):  # the checkpoint names it
+        shutil.copyfile(args.tokenizer, beside)
     norm_stats = {'norm_stats': {
         key: {s: stats[feature][s].tolist() for s in ('mean', 'std', 'q01', 'q99')}
         for key, feature in (('state', 'observation.state'), ('actions', 'action'))}}
