@@ -26,30 +26,16 @@ sys.path.insert(0, ROOT)
 
 from lamp_ros.ops.chunker import COMPILED_MERGE_MODES, MERGE_MODES  # noqa: E402
 from lamp_ros.runtime import Runtime  # noqa: E402
-from lamp_ros.sim.evaluate import ArtifactController, EagerController, evaluate  # noqa: E402
+from lamp_ros.sim.evaluate import controller_for, evaluate  # noqa: E402
 
 KEYS = ('success_rate', 'mean_error', 'rms_jerk', 'max_boundary_jump')
 
 
-def controller(artifact: str | None, spec: str | None, mode: str):
-    """The artifact through its Runtime, or the spec's eager pipeline, merging by `mode`."""
-    if spec is None:
-        return ArtifactController(Runtime.load(artifact,
-                                               overrides={'chunker': {'merge_mode': mode}}))
-    from dataclasses import replace
-
-    from lamp_ros.spec import load_spec
-    from lamp_ros.trace.from_spec import build_pipeline
-    loaded = load_spec(spec)
-    control = {**loaded.control, 'chunker': {**loaded.control.get('chunker', {}),
-                                             'merge_mode': mode}}
-    return EagerController(build_pipeline(replace(loaded, control=control)))
-
-
-def measure(artifact, spec, modes, latencies, episodes: int, seconds: float, seed: int) -> list:
+def measure(path: str, modes, latencies, episodes: int, seconds: float, seed: int) -> list:
+    """`path`: an artifact, or a spec (its eager pipeline)."""
     rows = []
     for mode in modes:
-        control = controller(artifact, spec, mode)
+        control, _, _ = controller_for(path, mode)
         for latency in latencies:
             start = time.perf_counter()
             report = evaluate(control, episodes, seconds, latency, seed)
@@ -95,8 +81,8 @@ def main() -> int:
     p.add_argument('--out', default=os.path.join(ROOT, 'bench', 'results', 'chunk_merge_cpu.json'))
     args = p.parse_args()
     modes = args.modes or list(MERGE_MODES if args.spec else COMPILED_MERGE_MODES)
-    rows = measure(None if args.spec else args.artifact, args.spec, modes, args.latencies,
-                   args.episodes, args.seconds, args.seed)
+    rows = measure(args.spec or args.artifact, modes, args.latencies, args.episodes,
+                   args.seconds, args.seed)
     source = ({'spec': os.path.relpath(args.spec, ROOT)} if args.spec else
               {'artifact_id': Runtime.load(args.artifact).id})
     with open(args.out, 'w', encoding='utf-8') as f:

@@ -184,36 +184,9 @@ def _import(args) -> int:
     return 0
 
 
-def _controller(path: str, expert: bool, merge_mode: str | None = None):
-    """(controller, its camera slots, its name) for `lamp eval`: an artifact through its
-    Runtime, a spec's eager policy (a .yaml path), or the scripted expert at the artifact's
-    rate and max step. `merge_mode` overrides how the chunker merges a new chunk (as the
-    node's chunk_merge_mode does)."""
-    from dataclasses import replace
-
-    from lamp_ros.sim.evaluate import ArtifactController, EagerController, ExpertController
-    if path.endswith(('.yaml', '.yml')):
-        from lamp_ros.spec import load_spec
-        from lamp_ros.trace.from_spec import build_pipeline
-        spec = load_spec(path)
-        if merge_mode:
-            chunker = {**spec.control.get('chunker', {}), 'merge_mode': merge_mode}
-            spec = replace(spec, control={**spec.control, 'chunker': chunker})
-        pipeline = build_pipeline(spec)
-        return EagerController(pipeline), pipeline.interface.camera_slots, f'{spec.name} (eager)'
-    from lamp_ros.runtime import Runtime
-    runtime = Runtime.load(path, overrides={'chunker': {'merge_mode': merge_mode}}
-                           if merge_mode else None)
-    if expert:
-        clamp = next((n.attrs for n in runtime.artifact.graph.nodes if n.op == 'clamp'), {})
-        return (ExpertController(runtime.rate_hz, len(runtime.joint_names),
-                                 clamp.get('max_step', 0.15)), runtime.camera_slots, 'expert')
-    return ArtifactController(runtime), runtime.camera_slots, runtime.id[:12]
-
-
 def _evaluate_one(path: str, args, expert: bool = False) -> tuple:
-    from lamp_ros.sim.evaluate import evaluate
-    controller, slots, name = _controller(path, expert, args.merge_mode)
+    from lamp_ros.sim.evaluate import controller_for, evaluate
+    controller, slots, name = controller_for(path, args.merge_mode, expert)
     slots = [s for s in slots if s in ('base', 'left_wrist', 'right_wrist')]
     report = evaluate(controller, args.episodes, args.seconds, args.latency_ticks, args.seed,
                       slots, progress=print)

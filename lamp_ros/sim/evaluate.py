@@ -91,6 +91,38 @@ class ExpertController:
         return self.last, False
 
 
+def spec_with_merge_mode(spec_path: str, merge_mode: str | None = None):
+    """A spec, its chunker merging new chunks by `merge_mode` when given (`rtc` included,
+    which only the eager pipeline runs so far)."""
+    from dataclasses import replace
+
+    from lamp_ros.spec import load_spec
+    spec = load_spec(spec_path)
+    if not merge_mode:
+        return spec
+    chunker = {**spec.control.get('chunker', {}), 'merge_mode': merge_mode}
+    return replace(spec, control={**spec.control, 'chunker': chunker})
+
+
+def controller_for(path: str, merge_mode: str | None = None, expert: bool = False):
+    """(controller, its camera slots, its name): an artifact through its Runtime, a spec's
+    eager policy (a .yaml path), or the scripted expert at the artifact's rate and max step.
+    `merge_mode` overrides the chunk merge, as the node's chunk_merge_mode does."""
+    if path.endswith(('.yaml', '.yml')):
+        from lamp_ros.trace.from_spec import build_pipeline
+        spec = spec_with_merge_mode(path, merge_mode)
+        pipeline = build_pipeline(spec)
+        return EagerController(pipeline), pipeline.interface.camera_slots, f'{spec.name} (eager)'
+    from lamp_ros.runtime import Runtime
+    runtime = Runtime.load(path, overrides={'chunker': {'merge_mode': merge_mode}}
+                           if merge_mode else None)
+    if expert:
+        clamp = next((n.attrs for n in runtime.artifact.graph.nodes if n.op == 'clamp'), {})
+        return (ExpertController(runtime.rate_hz, len(runtime.joint_names),
+                                 clamp.get('max_step', 0.15)), runtime.camera_slots, 'expert')
+    return ArtifactController(runtime), runtime.camera_slots, runtime.id[:12]
+
+
 def run_episode(controller, task: ReachTask, index: int, seconds: float,
                 latency_ticks: int = 0, prompt: str = DEFAULT_PROMPT, slots=None,
                 transform=None) -> Episode:

@@ -69,10 +69,8 @@ def test_a_delay_outside_the_chunk_is_refused(demo_cache):
 
 
 def _rtc_spec():
-    from dataclasses import replace
-    spec = load_spec(DEMO_SPEC)
-    chunker = {**spec.control['chunker'], 'merge_mode': 'rtc'}
-    return replace(spec, control={**spec.control, 'chunker': chunker})
+    from lamp_ros.sim.evaluate import spec_with_merge_mode
+    return spec_with_merge_mode(DEMO_SPEC, 'rtc')
 
 
 def test_the_policy_starts_its_chunk_with_the_committed_actions():
