@@ -220,12 +220,8 @@ def eager(args) -> None:
     for i, obs in enumerate(observations()):
         capture = {}
         with torch.no_grad():
-            norm_state = ours.normalize_state(obs['state'])
-            ids, mask = ours.tokenize(obs['prompt'], ours.discretize_state(norm_state))
+            pixels, image_mask, ids, mask = ours.model_inputs(obs)
             noise = ours.sample_noise()
-            pixels, image_mask = ours.stack_cameras(
-                {slot: ours.preprocess_image(img, camera=slot)
-                 for slot, img in obs['images'].items()})
             cache = ours.prefix(ours.vision(pixels), image_mask, ids, mask)
             actions = ours.denoise(*cache, noise)
             chunk = ours.unnormalize_actions(actions)

@@ -242,13 +242,7 @@ class Pi05Policy:
         joints), robot units: the actions executed while this chunk is computed; the chunk
         starts with them and the model generates the rest around them (real-time chunking,
         trained mode: rtc.py)."""
-        obs = validate_observation(observation, self.config.camera_slots, len(self.joint_names))
-        norm_state = self.normalize_state(obs.state)
-        state_bins = self.discretize_state(norm_state)
-        token_ids, token_mask = self.tokenize(obs.prompt, state_bins)
-        images = {slot: self.preprocess_image(img, camera=slot)
-                  for slot, img in obs.images.items()}
-        pixels, image_mask = self.stack_cameras(images)
+        pixels, image_mask, token_ids, token_mask = self.model_inputs(observation)
         image_tokens = self.vision(pixels)
         k_cache, v_cache, prefix_mask = self.prefix(image_tokens, image_mask, token_ids,
                                                     token_mask)
@@ -258,6 +252,17 @@ class Pi05Policy:
         else:
             actions = self.denoise(k_cache, v_cache, prefix_mask, noise)
         return self.unnormalize_actions(actions)
+
+    def model_inputs(self, observation) -> tuple:
+        """observation -> the model's inputs by the host stages: (pixels (1, cams, S, S, 3)
+        uint8, image_mask (1, cams), token_ids (1, L), token_mask (1, L)); what `infer` feeds
+        the model and what training (training.py) learns from."""
+        obs = validate_observation(observation, self.config.camera_slots, len(self.joint_names))
+        bins = self.discretize_state(self.normalize_state(obs.state))
+        token_ids, token_mask = self.tokenize(obs.prompt, bins)
+        pixels, image_mask = self.stack_cameras(
+            {slot: self.preprocess_image(img, camera=slot) for slot, img in obs.images.items()})
+        return pixels, image_mask, token_ids, token_mask
 
     def _inpaint(self, k_cache, v_cache, prefix_mask, noise, committed) -> np.ndarray:
         """The denoise stage around committed actions (robot units -> the model's space)."""

@@ -45,17 +45,7 @@ class TrainConfig:
 
 def model_inputs(policy, observations) -> dict:
     """A batch of observations -> the model's input tensors, by the policy's host stages."""
-    pixels, image_masks, ids, masks = [], [], [], []
-    for obs in observations:
-        bins = policy.discretize_state(policy.normalize_state(obs['state']))
-        token_ids, token_mask = policy.tokenize(obs['prompt'], bins)
-        images = {slot: policy.preprocess_image(img, camera=slot)
-                  for slot, img in obs['images'].items()}
-        p, m = policy.stack_cameras(images)
-        pixels.append(p)
-        image_masks.append(m)
-        ids.append(token_ids)
-        masks.append(token_mask)
+    pixels, image_masks, ids, masks = zip(*(policy.model_inputs(obs) for obs in observations))
     return {'images': torch.from_numpy(np.concatenate(pixels)),
             'image_mask': torch.from_numpy(np.concatenate(image_masks)),
             'token_ids': torch.from_numpy(np.concatenate(ids)).long(),
