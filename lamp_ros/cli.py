@@ -192,7 +192,8 @@ def _evaluate_one(path: str, args, expert: bool = False) -> tuple:
                       slots, progress=print)
     print(f'{name}: success {report["success_rate"]:.0%} over {args.episodes} episodes, mean '
           f'error {report["mean_error"]:.1f} px, RMS jerk {report["rms_jerk"]:.3g}, max jump at '
-          f'a chunk boundary {report["max_boundary_jump"]:.3g}')
+          f'a chunk boundary {report["max_boundary_jump"]:.3g} (kink '
+          f'{report["max_boundary_kink"]:.3g})')
     return report, name
 
 
@@ -344,9 +345,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('--latency-ticks', type=int, default=0,
                    help='each tick sees the observation of D ticks earlier')
     p.add_argument('--seed', type=int, default=0, help='where the episodes put the cube')
-    from lamp_ros.ops.chunker import MERGE_MODES
-    p.add_argument('--merge-mode', choices=MERGE_MODES,
-                   help='override how a new chunk is merged into the plan')
+    from lamp_ros.ops.chunker import MERGE_CHOICES
+    p.add_argument('--merge-mode', choices=MERGE_CHOICES,
+                   help='override how a new chunk is merged into the plan (rtc/guided: a '
+                        'spec\'s eager pipeline only)')
     p.add_argument('--expert', action='store_true',
                    help='the scripted expert at the artifact\'s rate and max step, for reference')
     p.add_argument('--out', help='report JSON (a PNG of the errors is written beside it)')

@@ -84,6 +84,21 @@ class ControlPipeline:
         out, _, self.state['clamp'] = self.clamper.step(self.state['clamp'], action, reference)
         return out
 
+    def _infer_rtc(self, obs, t_obs: float, t: float, given):
+        """Real-time chunking: trained mode inpaints the committed actions (`given` =
+        (committed, delay): a compiled pipeline's graph inputs); guided mode pulls the chunk
+        toward the previous plan where they overlap (eager only: a gradient per step)."""
+        settings = self.chunker.rtc
+        previous, delay, overlap = self.chunker.rtc_inputs(self.state['chunker'], t_obs, t)
+        if settings['mode'] == 'trained':
+            committed, delay = given if given is not None else (previous, delay)
+            return self.policy.infer(obs, committed=committed, delay=delay)
+        horizon = settings['execution_horizon']
+        end = overlap if horizon is None else min(overlap, self.chunker.horizon - horizon)
+        return self.policy.infer(obs, committed=previous, delay=delay, guidance={
+            'end': end, 'schedule': settings['prefix_schedule'],
+            'max_weight': settings['max_guidance_weight']})
+
     @property
     def interface(self):
         return self.policy.interface
@@ -98,11 +113,14 @@ class ControlPipeline:
     def needs_chunk(self, t: float) -> bool:
         return self.chunker.needs_chunk(self.state['chunker'], t)
 
-    def tick(self, observation, t: float, t_obs=None) -> np.ndarray:
+    def tick(self, observation, t: float, t_obs=None, rtc=None) -> np.ndarray:
         """Synchronous tick: infer if the chunker asks, then the command for time t.
 
         t_obs is when the observation was taken (the camera stamp); a chunk computed from it
-        is aligned to that time, so actions already due are dropped. Defaults to t.
+        is aligned to that time, so actions already due are dropped. Defaults to t. With
+        merge_mode rtc the chunk is generated around the actions the plan commits from t_obs
+        to t (`rtc`: (committed (H, J), delay) given instead, as a compiled pipeline's graph
+        inputs are).
         """
         policy, interface = self.policy, self.policy.interface
         obs = validate_observation(observation, interface.camera_slots,
@@ -111,8 +129,7 @@ class ControlPipeline:
         chunk = None
         if self.needs_chunk(t):
             if self.chunker.merge_mode == 'rtc':  # around the actions committed meanwhile
-                committed = self.chunker.committed(self.state['chunker'], t_obs, t)
-                chunk = policy.infer(obs, committed=committed)
+                chunk = self._infer_rtc(obs, t_obs, t, rtc)
             else:
                 chunk = policy.infer(obs)
         if chunk is not None and self.delta_mask is not None:
@@ -132,10 +149,14 @@ def control_pipeline(policy, control: dict) -> ControlPipeline:
                          'the robot accepts)')
     chunker = ActionChunker.from_dict({'horizon': interface.action_horizon, 'joints': joints,
                                        'dt': 1.0 / rate_hz, **control.get('chunker', {})})
-    if chunker.merge_mode == 'rtc' and not getattr(policy, 'supports_rtc', False):
-        raise ValueError(f'control.chunker.merge_mode rtc: {type(policy).__name__} cannot '
-                         'generate a chunk around committed actions (infer(observation, '
-                         'committed=...) and supports_rtc = True)')
+    if chunker.merge_mode == 'rtc':
+        mode = chunker.rtc['mode']
+        if mode not in getattr(policy, 'supports_rtc', ()):
+            raise ValueError(f'control.chunker.rtc.mode {mode}: {type(policy).__name__} cannot '
+                             'generate a chunk around committed actions that way (it runs '
+                             f'{tuple(getattr(policy, "supports_rtc", ()))}; a policy declares '
+                             'supports_rtc = (modes) and takes infer(observation, '
+                             'committed=..., delay=...))')
     smoother = Smoother.from_dict({'joints': joints, **control.get('smoother', {})})
     return ControlPipeline(policy, chunker, smoother, SafetyClamp.from_dict(control['clamp']),
                            rate_hz)

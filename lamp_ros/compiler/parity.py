@@ -37,6 +37,23 @@ def parity_observations(pipeline, samples: int) -> list:
     return out
 
 
+def parity_committed(pipeline, observation, sample: int):
+    """Real-time chunking's inputs for parity sample `sample` ((committed (H, J), delay)), or
+    None where the pipeline does not merge by rtc: delays 0, 5, 10, ... (wrapping at half the
+    chunk) and committed actions that stay near the observed state, so both the plain and the
+    inpainted denoising are compared."""
+    chunker = getattr(pipeline, 'chunker', None)
+    if getattr(chunker, 'merge_mode', None) != 'rtc':
+        return None
+    delay = (5 * sample) % max(chunker.horizon // 2, 1)
+    steps = np.arange(chunker.horizon, dtype=np.float32)[:, None]
+    joints = np.arange(chunker.joints, dtype=np.float32)[None, :]
+    state = np.asarray(observation['state'], np.float32)[None, :]
+    committed = state + 0.05 * np.sin(0.2 * steps + joints)
+    committed[delay:] = 0.0
+    return committed.astype(np.float32), np.int64(delay)
+
+
 def boundary_values(plan, graph) -> list:
     """Values handed from one group to another, plus the graph outputs, in plan order."""
     names = []
@@ -62,10 +79,13 @@ def run_parity(pipeline, runtime, samples: int, atol: float, rtol: float, progre
         if progress:
             progress(f'parity sample {i + 1}/{samples}')
         eager = {}
-        trace_pipeline(pipeline, obs, export=False, values_out=eager, hash_weights=False)
+        rtc = parity_committed(pipeline, obs, i)
+        trace_pipeline(pipeline, obs, export=False, values_out=eager, hash_weights=False,
+                       rtc=rtc)
         runtime.reset()
         got = {}
-        runtime.run(runtime.feeds(obs, 0.0), capture=got)
+        runtime.run(runtime.feeds(obs, 0.0, committed=None if rtc is None else
+                                  rtc[0][:int(rtc[1])]), capture=got)
         values = {}
         for name in names:
             reference = aliases.get(name, name)
@@ -84,6 +104,8 @@ def run_parity(pipeline, runtime, samples: int, atol: float, rtol: float, progre
         for slot, img in obs['images'].items():
             inputs[f'{i}/images.{slot}'] = img
         inputs[f'{i}/state'] = np.asarray(obs['state'], np.float32)
+        if rtc is not None:
+            inputs[f'{i}/committed'] = rtc[0][:int(rtc[1])]
         for name in graph.outputs:
             expected[f'{i}/{name}'] = np.asarray(to_numpy(eager[name]))
     worst = {}

@@ -65,6 +65,10 @@ def diagnostic_status(node_name: str, hardware_id: str, report: dict):
         'dry_run': str(report.get('dry_run', False)).lower(),
         'command_topic': report.get('command_topic', ''),
     }
+    rtc = p.get('rtc')
+    if rtc:  # real-time chunking: the delay the last chunk was generated for
+        values['rtc_delay_ticks'] = 'none yet' if rtc['delay'] is None else str(rtc['delay'])
+        values['rtc_expected_latency_ms'] = f'{rtc["expected_latency_ms"]:.1f}'
     for name, age in report['ages'].items():
         values[f'age_ms.{name}'] = 'never' if age is None else f'{age * 1e3:.1f}'
     for slot, (height, width) in report.get('sizes', {}).items():

@@ -6,6 +6,8 @@ config/vla.yaml sets the same names; `describe()` feeds the ParameterDescriptors
 
 from dataclasses import dataclass
 
+from lamp_ros.ops.chunker import merge_settings
+
 DEFAULT_CAMERAS = ['']  # one topic per camera slot: the artifact's robot's, or /camera/<slot>/...
 
 PARAMETERS = {
@@ -34,7 +36,8 @@ PARAMETERS = {
                        'on the command topic'),
     'hold_mode': ('position', 'what ~/hold publishes: position (the joints where they are, '
                               'every tick until ~/resume) or empty (one empty trajectory)'),
-    'chunk_merge_mode': ('', 'override: latest | temporal_ensemble | crossfade; empty: artifact'),
+    'chunk_merge_mode': ('', 'override: latest | temporal_ensemble | crossfade | rtc (an '
+                         'artifact built for it); empty: artifact'),
     'chunk_replan_at': (0, 'override: new chunk when fewer actions remain; 0: artifact'),
     'smoothing_mode': ('', 'override: none | ema | one_euro; empty: artifact'),
     'smoothing_alpha': (0.0, 'override: EMA weight of the new sample; 0: artifact'),
@@ -49,7 +52,7 @@ PARAMETERS = {
 CHOICES = {'image_transport': ('', 'raw', 'compressed'),
            'output': ('joint_trajectory', 'float64_multi_array'),
            'on_fault': ('hold', 'silent'), 'execution': ('async', 'sync'),
-           'chunk_merge_mode': ('', 'latest', 'temporal_ensemble', 'crossfade'),
+           'chunk_merge_mode': ('', 'latest', 'temporal_ensemble', 'crossfade', 'rtc'),
            'smoothing_mode': ('', 'none', 'ema', 'one_euro'),
            'hold_mode': ('position', 'empty')}
 POSITIVE = ('max_obs_age_s', 'max_skew_s', 'trajectory_points')
@@ -112,7 +115,7 @@ class NodeConfig:
         """Runtime overrides of the stateful operators from the non-default parameters."""
         out = {}
         if self.values['chunk_merge_mode']:
-            out.setdefault('chunker', {})['merge_mode'] = self.values['chunk_merge_mode']
+            out['chunker'] = merge_settings(self.values['chunk_merge_mode'])
         if self.values['chunk_replan_at']:
             out.setdefault('chunker', {})['replan_at'] = self.values['chunk_replan_at']
         if self.values['smoothing_mode']:

@@ -38,7 +38,7 @@ from lamp_ros.node.params import check, NodeConfig, PARAMETERS
 
 SUCCESS, FAILURE = TransitionCallbackReturn.SUCCESS, TransitionCallbackReturn.FAILURE
 LATENCY_LAYOUT = ('input_stamp_s', 'e2e_latency_s', 'compute_s', 'inferred', 'fresh',
-                  'tick_s', 'episode_start_s', 'command_index',
+                  'tick_s', 'episode_start_s', 'command_index', 'rtc_delay',
                   'stamp.joints')  # then stamp.<slot> per camera, `cameras` order
 
 
@@ -284,15 +284,19 @@ class VlaNode(LifecycleNode):
     def _publish_latency(self, result, now: float) -> None:
         """One message per published command (same order): when its inputs were taken, the
         latency, and the header stamp of every input used, so a replay can rebuild the exact
-        observation (layout in LATENCY_LAYOUT; NaN for held commands)."""
+        observation (layout in LATENCY_LAYOUT; NaN for held commands). `rtc_delay`: on the
+        tick that started a chunk of an rtc artifact, the delay (ticks) it is generated for."""
         nan = float('nan')
         e2e = self._now() - result.stamp if result.fresh else nan
         if result.fresh:
             self._e2e_ms.append(e2e * 1e3)
         stamps = result.stamps or {}
+        inferred = bool(result.fresh and self.runtime.last_inferred)
+        delay = self.runtime.last_delay if inferred and self.runtime.rtc else None
         values = [result.stamp if result.fresh else nan, e2e, result.compute_s,
-                  float(result.fresh and self.runtime.last_inferred), float(result.fresh),
-                  now, self.engine.t0, float(self._published - 1), stamps.get('joints', nan)]
+                  float(inferred), float(result.fresh), now, self.engine.t0,
+                  float(self._published - 1), nan if delay is None else float(delay),
+                  stamps.get('joints', nan)]
         values += [stamps.get(slot, nan) for slot in self.engine.inputs.slots]
         label = ','.join([*LATENCY_LAYOUT, *(f'stamp.{s}' for s in self.engine.inputs.slots)])
         self._lamp_pubs['latency'].publish(convert.float_array(values, label))

@@ -24,14 +24,32 @@ from dataclasses import asdict, dataclass, fields
 
 import numpy as np
 
+from lamp_ros.ops.rtc_config import RtcConfig
 from lamp_ros.ops.state import (
     check_finite_float, check_keys, check_positive_int, check_state)
 
 MERGE_MODES = ('latest', 'temporal_ensemble', 'crossfade', 'rtc')
 # rtc (real-time chunking): the policy generates the new chunk around the actions committed
 # while it computed (`committed`), so the chunk replaces the plan as it is, like `latest`.
-COMPILED_MERGE_MODES = ('latest', 'temporal_ensemble', 'crossfade')
+# what a command line names: a merge mode, or rtc with its mode (rtc_config.py)
+MERGE_CHOICES = MERGE_MODES + ('rtc/trained', 'rtc/guided')
 WHERE = 'chunker'
+
+
+def merge_settings(choice: str, chunker: dict | None = None) -> dict:
+    """A chunker's settings (a spec's `control.chunker`, default none) with its merge set by
+    `choice` (MERGE_CHOICES): 'rtc/guided' sets merge_mode rtc and its mode; any mode but
+    rtc drops the rtc settings."""
+    if choice not in MERGE_CHOICES:
+        raise ValueError(f'{WHERE}: merge {choice!r} is unknown; known: {MERGE_CHOICES}')
+    out = dict(chunker or {})
+    mode, _, rtc_mode = choice.partition('/')
+    out['merge_mode'] = mode
+    if mode != 'rtc':
+        out.pop('rtc', None)
+    elif rtc_mode:
+        out['rtc'] = {**(out.get('rtc') or {}), 'mode': rtc_mode}
+    return out
 
 
 @dataclass(frozen=True)
@@ -49,6 +67,7 @@ class ActionChunker:
     merge_mode: str = 'temporal_ensemble'
     ensemble_m: float = 0.01  # ACT's m; larger trusts older predictions more
     crossfade_steps: int = 8
+    rtc: dict | None = None  # merge_mode rtc's settings (rtc_config.py), defaults filled in
 
     def __post_init__(self):
         for name in ('horizon', 'joints', 'replan_at', 'crossfade_steps'):
@@ -64,6 +83,11 @@ class ActionChunker:
         if self.merge_mode not in MERGE_MODES:
             raise ValueError(
                 f'{WHERE}: merge_mode {self.merge_mode!r} is unknown; known: {MERGE_MODES}')
+        if self.merge_mode == 'rtc':
+            object.__setattr__(self, 'rtc', RtcConfig.from_dict(self.rtc).to_dict())
+        elif self.rtc is not None:
+            raise ValueError(f'{WHERE}: rtc settings are only read with merge_mode rtc, not '
+                             f'{self.merge_mode!r}')
         # exp(-m*n) with n up to about H chunks per step must stay a finite, non-zero weight.
         if abs(self.ensemble_m) * self.horizon > 100:
             raise ValueError(
@@ -172,6 +196,22 @@ class ActionChunker:
         if start < 0:
             return np.zeros((0, self.joints), dtype=np.float64)
         return self.plan(state)[start:start + min(d, self.horizon)]
+
+    def rtc_inputs(self, state: dict, t_obs: float, t_now: float) -> tuple:
+        """Real-time chunking's inputs in a fixed shape, for a chunk observed at t_obs and
+        merged at t_now: (previous (H, J) float32: the plan's actions for t_obs, t_obs + dt,
+        ... (zeros past its end), delay: how many of them the robot executes before t_now
+        (`committed`'s rows), overlap: how many the plan has)."""
+        check_state(state, self.init_state(), WHERE)
+        previous = np.zeros((self.horizon, self.joints), dtype=np.float32)
+        start = int(round((check_finite_float(t_obs, 't_obs', WHERE) - state['t0'][0])
+                          / self.dt))
+        if not state['valid'][0] or start < 0:
+            return previous, np.int64(0), 0
+        rows = self.plan(state)[start:start + self.horizon]
+        previous[:len(rows)] = rows
+        delay = len(self.committed(state, t_obs, t_now))
+        return previous, np.int64(delay), len(rows)
 
     def plan(self, state: dict) -> np.ndarray:
         """Return the merged plan (n, J), step 0 at `state['t0']`; (0, J) without a plan."""

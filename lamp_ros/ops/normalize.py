@@ -178,6 +178,19 @@ def unnormalize_actions(actions, stats, joints: int) -> np.ndarray:
     return normalizer.unnormalize(actions[0, :, :joints])
 
 
+def normalize_actions(actions, stats, dim: int) -> np.ndarray:
+    """(horizon, joints) in robot units -> (1, horizon, dim) in the model's space, zero-padded:
+    `unnormalize_actions` inverted (real-time chunking feeds the model the actions it
+    committed)."""
+    actions = np.asarray(actions, dtype=np.float32)
+    if actions.ndim != 2:
+        raise ValueError(f'actions: expected (horizon, joints), got {actions.shape}')
+    if not np.isfinite(actions).all():
+        raise ValueError('actions: contains non-finite values')
+    normalizer = stats.normalizer() if isinstance(stats, QuantileStats) else stats
+    return pad_to_dim(normalizer.normalize(actions), dim)[None].astype(np.float32)
+
+
 # ---- normalisation as a checkpoint's trainer did it ------------------------------------------
 
 MODES = {  # mode -> the stats it reads (low, high) or (centre, scale)

@@ -18,7 +18,7 @@ from lamp_ros.ops.delta import delta_to_absolute
 from lamp_ros.ops.image import preprocess_image, stack_cameras
 from lamp_ros.ops.letterbox import letterbox_frames
 from lamp_ros.ops.noise import sample_noise
-from lamp_ros.ops.normalize import Normalizer, unnormalize_actions
+from lamp_ros.ops.normalize import normalize_actions, Normalizer, unnormalize_actions
 from lamp_ros.ops.prompt import PromptFormat, tokenize_pi05
 from lamp_ros.ops.smoother import Smoother
 from lamp_ros.ops.standardize import MeanStdStats, standardize, unstandardize
@@ -154,6 +154,13 @@ def _unnormalize_actions(attrs, resources):
     stats = Normalizer.from_attrs(attrs, 'unnormalize_actions')
     joints = int(attrs['joints'])
     return lambda actions: (unnormalize_actions(actions, stats, joints),)
+
+
+@host_op('normalize_actions')
+def _normalize_actions(attrs, resources):
+    stats = Normalizer.from_attrs(attrs, 'normalize_actions')
+    dim = int(attrs['dim'])
+    return lambda committed: (normalize_actions(committed, stats, dim),)
 
 
 @host_op('delta_to_absolute')

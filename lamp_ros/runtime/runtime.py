@@ -27,10 +27,11 @@ from lamp_ros.artifact.manifest import ArtifactError
 from lamp_ros.backends import get_backend
 from lamp_ros.backends.base import BackendUnavailable, LoadContext
 from lamp_ros.observation import validate_observation
-from lamp_ros.ops.chunker import ActionChunker, COMPILED_MERGE_MODES
+from lamp_ros.ops.chunker import ActionChunker
 from lamp_ros.runtime.arena import Arena
 from lamp_ros.runtime.device import cuda_device_count
 from lamp_ros.runtime.profiler import Profiler
+from lamp_ros.runtime.rtc_delay import arrival_time, LatencyWindow
 from lamp_ros.runtime.schedule import inference_steps
 from lamp_ros.runtime.state import StateStore
 from lamp_ros.runtime.worker import InferenceWorker
@@ -55,10 +56,15 @@ def apply_overrides(artifact, overrides: dict):
         patch = overrides.get(node.op) or {}
         if patch and node.op not in OVERRIDABLE:
             raise ValueError(f'overrides: {node.op} is not overridable ({OVERRIDABLE})')
-        if patch.get('merge_mode', 'latest') not in COMPILED_MERGE_MODES:
-            raise ValueError(f'overrides: chunker merge_mode {patch["merge_mode"]}: this '
-                             'artifact\'s model stages were not built for it; one of '
-                             f'{", ".join(COMPILED_MERGE_MODES)}')
+        if (patch.get('rtc') or {}).get('mode', 'trained') != 'trained':
+            raise ValueError(f'overrides: chunker rtc mode {patch["rtc"]["mode"]}: artifacts '
+                             'run real-time chunking in trained mode only')
+        if patch.get('merge_mode') == 'rtc' and 'delay' not in artifact.graph.inputs:
+            raise ValueError('overrides: chunker merge_mode rtc: this artifact\'s denoise '
+                             'stage does not take the committed actions; compile its spec '
+                             'with control.chunker.merge_mode rtc')
+        if node.op == 'chunker' and patch.get('merge_mode', 'rtc') != 'rtc':
+            patch = {**patch, 'rtc': None}  # rtc settings belong to merge_mode rtc alone
         nodes.append(replace(node, attrs={**node.attrs, **patch}) if patch else node)
     unknown = set(overrides) - {n.op for n in artifact.graph.nodes}
     if unknown:
@@ -102,6 +108,10 @@ class Runtime:
             self.chunk_value, self.t_obs_value = port['chunk'], port['t_obs']
         else:
             self._chunker, self.chunk_value, self.t_obs_value = None, None, None
+        # real-time chunking (rtc_delay.py): the graph takes the committed actions and delay
+        self.rtc = 'delay' in graph.inputs
+        self.latency = LatencyWindow()
+        self.last_delay = None      # the delay the last chunk was generated with
         self.last_inferred = False
         self.capture_into = None   # a dict to receive every value of the next sync ticks
         self.inference_errors = 0
@@ -179,15 +189,51 @@ class Runtime:
 
     # ---- inputs ------------------------------------------------------------------------------
 
-    def feeds(self, observation, t: float, t_obs: float | None = None) -> dict:
-        """Observation + times -> graph input values (validated; errors name the field)."""
+    def feeds(self, observation, t: float, t_obs: float | None = None,
+              committed=None) -> dict:
+        """Observation + times -> graph input values (validated; errors name the field).
+        `committed` ((d, joints) robot units): for an rtc artifact, the actions to generate the
+        chunk around instead of those of the runtime's own plan (parity, checks)."""
         obs = validate_observation(observation, self.camera_slots, len(self.joint_names),
                                    self.prompt)
         feeds = {f'images.{slot}': img for slot, img in obs.images.items()}
         feeds.update(state=obs.state, t=float(t), t_obs=float(t if t_obs is None else t_obs))
         if self.prompt:
             feeds['prompt'] = obs.prompt
+        if committed is not None:
+            if not self.rtc:
+                raise ValueError('committed: this artifact was not built for real-time '
+                                 'chunking (control.chunker.merge_mode rtc)')
+            feeds.update(self._committed_rows(committed))
         return feeds
+
+    def _committed_rows(self, rows) -> dict:
+        horizon = self._chunker[1].horizon
+        rows = np.asarray(rows, np.float32).reshape(-1, len(self.joint_names))
+        if len(rows) > horizon:
+            raise ValueError(f'committed: {len(rows)} actions, the chunk has {horizon}')
+        committed = np.zeros((horizon, len(self.joint_names)), np.float32)
+        committed[:len(rows)] = rows
+        return {'committed': committed, 'delay': np.int64(len(rows))}
+
+    def _rtc_feeds(self, feeds: dict, t_arrive: float) -> dict:
+        """The committed actions and delay of an inference whose chunk is merged at
+        t_arrive: the plan's actions from the observation's time on (none where the chunker
+        does not merge by rtc: the denoise stage then samples as usual)."""
+        if not self.rtc:
+            return feeds
+        if 'delay' in feeds:  # given (feeds(committed=...))
+            self.last_delay = int(feeds['delay'])
+            return feeds
+        node_id, chunker = self._chunker
+        if chunker.merge_mode == 'rtc':
+            committed, delay, _ = chunker.rtc_inputs(self.state.get(node_id), feeds['t_obs'],
+                                                     t_arrive)
+        else:
+            committed = np.zeros((chunker.horizon, chunker.joints), np.float32)
+            delay = np.int64(0)
+        self.last_delay = int(delay)
+        return {**feeds, 'committed': committed, 'delay': delay}
 
     # ---- execution ---------------------------------------------------------------------------
 
@@ -246,7 +292,15 @@ class Runtime:
             capture.update(feeds)
         self.last_inferred = self.needs_inference(feeds['t'])
         if self.last_inferred:
-            chunk, _ = self._infer(values, capture)
+            # sync: the chunk is merged in this tick, so the committed actions are those due
+            # from the observation's time to now
+            for name, value in self._rtc_feeds(feeds, feeds['t']).items():
+                if name not in values:
+                    values[name] = self.arena.put(name, value)
+                    if capture is not None:
+                        capture[name] = np.array(value)
+            chunk, seconds = self._infer(values, capture)
+            self.latency.record(seconds)
             if self.chunk_value:
                 values[self.chunk_value] = chunk
         elif self.chunk_value:
@@ -264,10 +318,15 @@ class Runtime:
                 self.last_error = result.error
             else:
                 chunk, t_obs = result.chunk, result.t_obs
+                self.latency.record(result.seconds)
         self.last_inferred = False
         if chunk is None and self.needs_inference(feeds['t']) and not self._worker.busy:
             snapshot = {k: np.array(v) if isinstance(v, np.ndarray) else v
                         for k, v in feeds.items()}
+            # async: merged on the first tick after it finishes, predicted from the latency
+            arrive = arrival_time(feeds['t'], feeds['t_obs'], self.latency.expected(),
+                                  self.period)
+            snapshot = self._rtc_feeds(snapshot, arrive)
             self.last_inferred = self._worker.submit(snapshot, feeds['t_obs'])
         if chunk is None and not self.has_plan():
             self.profiler.tick(time.perf_counter() - start, self.period)
@@ -277,18 +336,22 @@ class Runtime:
         values[self.t_obs_value] = t_obs
         return self._tick(values, None, start)
 
-    def infer(self, observation, capture: dict | None = None) -> np.ndarray:
+    def infer(self, observation, capture: dict | None = None, committed=None) -> np.ndarray:
         """One inference outside the control loop: the raw action chunk in robot units,
         (horizon, joints), as the chunker would receive it. Call n of an episode draws the same
         flow noise as the node's nth inference; `reset()` starts an episode. The control state
         (chunker, smoother, clamp) is neither read nor changed: for offline evaluation and
         checks against the training code. `capture`: a dict that receives every value the
-        inference computed (token ids, the normalised actions...)."""
+        inference computed (token ids, the normalised actions...). `committed` ((d, joints),
+        robot units; rtc artifacts): generate the chunk around these actions (none: no
+        delay)."""
         if self.chunk_value is None:
             raise ValueError('infer: this artifact has no action chunk (no chunker node)')
         if self._worker:
             self._worker.wait_idle(timeout=30)
-        feeds = self.feeds(observation, 0.0)
+        feeds = self.feeds(observation, 0.0,
+                           committed=np.zeros((0, len(self.joint_names))) if self.rtc and
+                           committed is None else committed)
         chunk, _ = self._infer({k: self.arena.put(k, v) for k, v in feeds.items()}, capture)
         return chunk
 
@@ -332,6 +395,9 @@ class Runtime:
         prompt length each group built with several (spec fusion.text_lengths) last ran at, and
         whether a group's stored cuBLASLt algorithms run here (backends/cuda/run_side.py)."""
         data = self.profiler.profile()
+        if self.rtc:
+            data['rtc'] = {'delay': self.last_delay,
+                           'expected_latency_ms': 1e3 * self.latency.expected()}
         data.update(artifact_id=self.id, execution=self.execution, device=self.device,
                     rate_hz=self.rate_hz, inference_errors=self.inference_errors,
                     arena_bytes=self.arena.nbytes,

@@ -7,8 +7,10 @@ artifact's rate through the same Runtime as the node (chunker, smoother and clam
 `latency_ticks` D feeds each tick the observation of D ticks earlier, as an inference that
 takes D periods would see it. Per episode: the error over time, success (task.succeeded), and
 the command's smoothness, RMS jerk and the largest jump between consecutive commands at the
-ticks where a new chunk came in (chunk boundaries). The scripted expert runs through the same
-loop for reference.
+ticks where a new chunk came in (chunk boundaries), and the largest kink there: the change of
+that step from the step before (a second difference), which a smooth motion does not have
+however fast it moves, so it tells a discontinuity at a boundary from the arm's own speed. The
+scripted expert runs through the same loop for reference.
 """
 
 from collections import deque
@@ -92,15 +94,16 @@ class ExpertController:
 
 
 def spec_with_merge_mode(spec_path: str, merge_mode: str | None = None):
-    """A spec, its chunker merging new chunks by `merge_mode` when given (`rtc` included,
-    which only the eager pipeline runs so far)."""
+    """A spec, its chunker merging new chunks by `merge_mode` when given (ops/chunker.py
+    MERGE_CHOICES: rtc/trained and rtc/guided name real-time chunking's modes)."""
     from dataclasses import replace
 
+    from lamp_ros.ops.chunker import merge_settings
     from lamp_ros.spec import load_spec
     spec = load_spec(spec_path)
     if not merge_mode:
         return spec
-    chunker = {**spec.control.get('chunker', {}), 'merge_mode': merge_mode}
+    chunker = merge_settings(merge_mode, spec.control.get('chunker', {}))
     return replace(spec, control={**spec.control, 'chunker': chunker})
 
 
@@ -114,7 +117,8 @@ def controller_for(path: str, merge_mode: str | None = None, expert: bool = Fals
         pipeline = build_pipeline(spec)
         return EagerController(pipeline), pipeline.interface.camera_slots, f'{spec.name} (eager)'
     from lamp_ros.runtime import Runtime
-    runtime = Runtime.load(path, overrides={'chunker': {'merge_mode': merge_mode}}
+    from lamp_ros.ops.chunker import merge_settings
+    runtime = Runtime.load(path, overrides={'chunker': merge_settings(merge_mode)}
                            if merge_mode else None)
     if expert:
         clamp = next((n.attrs for n in runtime.artifact.graph.nodes if n.op == 'clamp'), {})
@@ -165,15 +169,19 @@ def run_episode(controller, task: ReachTask, index: int, seconds: float,
 
 
 def smoothness(episode: Episode, rate_hz: float) -> dict:
-    """RMS jerk of the commands (third difference / period^3) and the largest change between
-    consecutive commands at chunk boundaries."""
+    """RMS jerk of the commands (third difference / period^3), the largest change between
+    consecutive commands at chunk boundaries, and the largest kink there (the change of that
+    step from the one before: c[i] - 2 c[i-1] + c[i-2], rad)."""
     c = np.asarray(episode.commands, np.float64)
     if len(c) < 4:
-        return {'rms_jerk': float('nan'), 'max_boundary_jump': float('nan')}
+        return {'rms_jerk': float('nan'), 'max_boundary_jump': float('nan'),
+                'max_boundary_kink': float('nan')}
     jerk = np.diff(c, n=3, axis=0) * rate_hz ** 3
     jumps = [np.abs(c[i] - c[i - 1]).max() for i in episode.boundaries if i > 0]
+    kinks = [np.abs(c[i] - 2 * c[i - 1] + c[i - 2]).max() for i in episode.boundaries if i > 1]
     return {'rms_jerk': float(np.sqrt(np.mean(jerk ** 2))),
-            'max_boundary_jump': float(max(jumps)) if jumps else 0.0}
+            'max_boundary_jump': float(max(jumps)) if jumps else 0.0,
+            'max_boundary_kink': float(max(kinks)) if kinks else 0.0}
 
 
 def evaluate(controller, episodes: int = 10, seconds: float = 10.0, latency_ticks: int = 0,
@@ -193,6 +201,7 @@ def evaluate(controller, episodes: int = 10, seconds: float = 10.0, latency_tick
         'mean_error': float(np.mean([e.mean_error for e in runs])),
         'rms_jerk': float(np.nanmean([s['rms_jerk'] for s in smooth])),
         'max_boundary_jump': float(np.nanmax([s['max_boundary_jump'] for s in smooth])),
+        'max_boundary_kink': float(np.nanmax([s['max_boundary_kink'] for s in smooth])),
         'latency_ticks': latency_ticks, 'seconds': seconds, 'seed': seed,
         'episodes': [{'index': e.index, 'success': e.success, 'mean_error': e.mean_error,
                       'final_error': e.final_error, **s, 'errors': [round(x, 2) for x in e.errors]}
@@ -206,7 +215,7 @@ def compare(a: dict, b: dict) -> dict:
     if [e['index'] for e in a['episodes']] != [e['index'] for e in b['episodes']] or \
             a['seed'] != b['seed'] or a['seconds'] != b['seconds']:
         raise ValueError('compare: the reports ran different episodes (seed, count or length)')
-    keys = ('success_rate', 'mean_error', 'rms_jerk', 'max_boundary_jump')
+    keys = ('success_rate', 'mean_error', 'rms_jerk', 'max_boundary_jump', 'max_boundary_kink')
     pairs = list(zip(a['episodes'], b['episodes']))
     return {'a': {k: a[k] for k in keys}, 'b': {k: b[k] for k in keys},
             'delta': {k: b[k] - a[k] for k in keys},

@@ -6,7 +6,6 @@ import numpy as np
 
 from lamp_ros.graph.types import TensorType
 from lamp_ros.observation import validate_observation
-from lamp_ros.ops.chunker import COMPILED_MERGE_MODES
 from lamp_ros.spec.robot import check_robot_fits
 from lamp_ros.trace.tracer import trace
 
@@ -34,15 +33,16 @@ def image_input_types(slots) -> dict:
 
 
 def trace_pipeline(pipeline, observation, t: float = 0.0, export: bool = True, name: str = '',
-                   progress=None, values_out: dict | None = None, hash_weights: bool = True):
+                   progress=None, values_out: dict | None = None, hash_weights: bool = True,
+                   rtc=None):
     """One synchronous tick of `pipeline` at time t, traced into a Graph (state reset after);
-    `hash_weights` as `trace`'s."""
+    `hash_weights` as `trace`'s. A pipeline whose chunker merges by real-time chunking gets
+    two more graph inputs, `committed` (H, J) and `delay` (the runtime makes them from its
+    chunker's plan and the measured latency); `rtc` = (committed, delay) gives their values
+    (an empty plan's by default: no delay)."""
     policy, interface = pipeline.policy, pipeline.interface
-    mode = getattr(getattr(pipeline, 'chunker', None), 'merge_mode', None)
-    if mode is not None and mode not in COMPILED_MERGE_MODES:
-        raise ValueError(f'control.chunker.merge_mode {mode}: the eager pipeline runs it '
-                         '(lamp eval SPEC), no backend compiles it yet; one of '
-                         f'{", ".join(COMPILED_MERGE_MODES)} for an artifact')
+    chunker = getattr(pipeline, 'chunker', None)
+    mode = getattr(chunker, 'merge_mode', None)
     obs = validate_observation(observation, interface.camera_slots, len(interface.joint_names),
                                interface.prompt)
     pipeline.reset()
@@ -51,16 +51,27 @@ def trace_pipeline(pipeline, observation, t: float = 0.0, export: bool = True, n
     inputs = {'images': dict(obs.images), 'state': obs.state,
               **({'prompt': obs.prompt} if interface.prompt else {}),
               't': float(t), 't_obs': np.float64(t)}
-
-    def run(images, state, t, t_obs, prompt=None):
-        observed = {'images': images, 'state': state}
-        if interface.prompt:
-            observed['prompt'] = prompt
-        return pipeline.tick(observed, t, t_obs)
-
     types = image_input_types(obs.images)
     types['t'] = TensorType('float64', (), role='input')
     types['t_obs'] = TensorType('float64', (), role='input')
+    if mode == 'rtc':
+        if chunker.rtc['mode'] != 'trained':
+            raise ValueError(f'control.chunker.rtc.mode {chunker.rtc["mode"]}: it takes a '
+                             'gradient through the model at every denoising step, which no '
+                             'backend compiles yet; the eager pipeline runs it (lamp eval '
+                             'SPEC); mode trained compiles for every backend')
+        committed, delay = rtc if rtc is not None else \
+            chunker.rtc_inputs(chunker.init_state(), t, t)[:2]
+        inputs.update(committed=np.array(committed, np.float32), delay=np.int64(delay))
+        types['delay'] = TensorType('int64', (), role='input')
+
+    def run(images, state, t, t_obs, prompt=None, committed=None, delay=None):
+        observed = {'images': images, 'state': state}
+        if interface.prompt:
+            observed['prompt'] = prompt
+        return pipeline.tick(observed, t, t_obs,
+                             rtc=None if committed is None else (committed, delay))
+
     try:
         return trace(run, inputs, objects=[pipeline, policy], input_types=types, export=export,
                      name=name, progress=progress, values_out=values_out,

@@ -71,7 +71,8 @@ def rerun_parity(root: str) -> list:
                 continue
             obs = {'images': images, 'state': inputs[f'{i}/state'], 'prompt': prompt}
             runtime.reset()
-            outputs = runtime.run(runtime.feeds(obs, float(evidence.get('t', 0.0))))
+            outputs = runtime.run(runtime.feeds(obs, float(evidence.get('t', 0.0)),
+                                                committed=inputs.get(f'{i}/committed')))
             for name, value in outputs.items():
                 key = f'{i}/{name}'
                 if key not in expected:

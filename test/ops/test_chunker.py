@@ -257,6 +257,35 @@ def test_committed_are_the_planned_actions_executed_while_a_chunk_is_computed():
     np.testing.assert_array_equal(c.plan(merged), _col([7, 8, 9]))
 
 
+def test_rtc_inputs_have_one_shape_whatever_the_delay():
+    """What a compiled denoise stage takes: the plan from t_obs on as (H, J), zeros after it;
+    the delay (the rows committed); the overlap (the rows the plan has)."""
+    c = _chunker(merge_mode='rtc')
+    s = _first(c)
+    previous, delay, overlap = c.rtc_inputs(s, 0.2, 0.4)
+    assert previous.shape == (c.horizon, c.joints) and previous.dtype == np.float32
+    assert (delay, overlap) == (2, 3)
+    np.testing.assert_array_equal(previous[:3], _col([2, 3, 4]))
+    assert not previous[3:].any()
+    previous, delay, overlap = c.rtc_inputs(c.init_state(), 0.0, 0.3)
+    assert (delay, overlap) == (0, 0) and not previous.any()
+    assert c.rtc_inputs(s, 0.0, 0.3)[1:] == (0, 0)   # observed before the plan starts
+
+
+def test_rtc_settings_are_checked_and_only_with_merge_mode_rtc():
+    assert _chunker(merge_mode='rtc').rtc == {'mode': 'trained', 'prefix_schedule': 'linear',
+                                              'max_guidance_weight': 10.0,
+                                              'execution_horizon': None}
+    with pytest.raises(ValueError, match="chunker.rtc: mode 'soft' is unknown"):
+        _chunker(merge_mode='rtc', rtc={'mode': 'soft'})
+    with pytest.raises(ValueError, match="chunker.rtc: unknown key 'weight'"):
+        _chunker(merge_mode='rtc', rtc={'weight': 1})
+    with pytest.raises(ValueError, match='max_guidance_weight must be > 0'):
+        _chunker(merge_mode='rtc', rtc={'max_guidance_weight': 0})
+    with pytest.raises(ValueError, match="only read with merge_mode rtc, not 'latest'"):
+        _chunker(merge_mode='latest', rtc={'mode': 'trained'})
+
+
 def test_control_pipeline_refuses_rtc_for_a_policy_that_cannot():
     from lamp_ros.control import control_pipeline
     from lamp_ros.observation import PolicyInterface
@@ -266,5 +295,5 @@ def test_control_pipeline_refuses_rtc_for_a_policy_that_cannot():
 
     control = {'rate_hz': 10.0, 'chunker': {'merge_mode': 'rtc', 'replan_at': 2},
                'clamp': {'lower': [-1.0], 'upper': [1.0], 'max_step': [0.1]}}
-    with pytest.raises(ValueError, match='merge_mode rtc: NoRtc cannot generate a chunk'):
+    with pytest.raises(ValueError, match='rtc.mode trained: NoRtc cannot generate a chunk'):
         control_pipeline(NoRtc(), control)

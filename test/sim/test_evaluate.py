@@ -9,7 +9,7 @@ import math
 import numpy as np
 
 from lamp_ros.cli import main as lamp
-from lamp_ros.sim.evaluate import evaluate, ExpertController
+from lamp_ros.sim.evaluate import Episode, evaluate, ExpertController, smoothness
 from lamp_ros.sim.task import ReachTask, succeeded, SUCCESS_PX
 
 KEYS = {'success_rate', 'mean_error', 'rms_jerk', 'max_boundary_jump', 'episodes'}
@@ -80,3 +80,15 @@ def test_lamp_eval_can_override_the_merge_mode(tiny_artifact, tmp_path):
                  str(default)]) == 0
     assert json.loads(default.read_text())['episodes'][0]['errors'] == runs['temporal_ensemble']
     assert runs['latest'] != runs['temporal_ensemble']
+
+
+def test_a_boundary_kink_is_a_change_of_step_not_speed():
+    """A steady ramp jumps by its step at every boundary but has no kink; a step that changes
+    at a boundary has one."""
+    ramp = [np.array([0.1 * k]) for k in range(10)]
+    episode = Episode(0, True, 0.0, 0.0, [0.0] * 10, ramp, [3, 6])
+    assert math.isclose(smoothness(episode, 10.0)['max_boundary_jump'], 0.1)
+    assert smoothness(episode, 10.0)['max_boundary_kink'] < 1e-12
+    bent = ramp[:6] + [ramp[5] + 0.3 * (k + 1) for k in range(4)]
+    kinked = smoothness(Episode(0, True, 0.0, 0.0, [0.0] * 10, bent, [3, 6]), 10.0)
+    assert math.isclose(kinked['max_boundary_kink'], 0.2)

@@ -21,6 +21,7 @@ from lamp_ros.policies.pi05.config import Pi05Config
 from lamp_ros.policies.pi05.gemma import (AdaRMSNorm, ExpertLayer, GemmaLayer, make_attention_mask,
                                           RMSNorm)
 from lamp_ros.policies.pi05.siglip import VisionEncoder
+from lamp_ros.policies.pi05 import rtc
 
 
 def assemble_prefix(image_tokens, image_mask, text, token_mask):
@@ -123,13 +124,25 @@ class ActionExpert(nn.Module):
         h, _ = self.final_norm(x, cond)
         return self.action_out_proj(h)
 
-    def forward(self, k_cache, v_cache, prefix_mask, noise):
-        """noise (b, horizon, action_dim) at t=1 -> actions at t=0 (normalised, padded)."""
+    def forward(self, k_cache, v_cache, prefix_mask, noise, committed=None, delay=None):
+        """noise (b, horizon, action_dim) at t=1 -> actions at t=0 (normalised, padded).
+        With `committed` (b, horizon, action_dim) and `delay` (an integer tensor): the first
+        `delay` actions are the committed ones, the rest generated around them (real-time
+        chunking, trained mode: rtc.py)."""
         dt = -1.0 / self.cfg.num_steps
         x_t = noise.to(self.action_in_proj.weight.dtype)
+        batch, horizon = x_t.shape[:2]
+        fixed = None if committed is None else rtc.committed_mask(delay, horizon, x_t.device)
+        if fixed is not None:
+            x_t = rtc.start(x_t, committed, fixed)
         for step in range(self.cfg.num_steps):
-            t = torch.full((x_t.shape[0],), 1.0 + step * dt, device=x_t.device)
+            if fixed is None:
+                t = torch.full((batch,), 1.0 + step * dt, device=x_t.device)
+            else:
+                t = rtc.flow_times(fixed, 1.0 + step * dt, batch)
             x_t = x_t + dt * self.velocity(x_t, t, k_cache, v_cache, prefix_mask)
+            if fixed is not None:
+                x_t = rtc.put_back(x_t, committed, fixed)
         return x_t.float()  # float32 to the host stages whatever the model's precision
 
 

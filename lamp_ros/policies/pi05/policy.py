@@ -17,7 +17,8 @@ import torch
 from lamp_ros.observation import DEFAULT_PROMPT, PolicyInterface, validate_observation
 from lamp_ros.ops.image import preprocess_image, stack_cameras
 from lamp_ros.ops.noise import sample_noise
-from lamp_ros.ops.normalize import Normalizer, NormStats, pad_to_dim, unnormalize_actions
+from lamp_ros.ops.normalize import (normalize_actions, Normalizer, NormStats,
+                                    unnormalize_actions)
 from lamp_ros.ops.prompt import prompt_format, tokenize_pi05
 from lamp_ros.ops.tokenizer import Tokenizer
 from lamp_ros.policies.pi05 import assets
@@ -76,10 +77,10 @@ class Pi05Policy:
     """Model + tokenizer + robot io (joints, normalisation) + glue; `infer` is the reference
     implementation. `provenance`: where the weights came from (an imported checkpoint's files
     and their sha256, which tensor came from where), kept in the artifact. `supports_rtc`:
-    `infer(observation, committed=...)` generates a chunk around committed actions (rtc.py;
-    meaningful for a model trained with RTC delays, as the demo policy is)."""
+    the real-time chunking modes `infer(observation, committed=..., delay=...)` runs (rtc.py;
+    trained: for a model trained with RTC delays, as the demo policy is; guided: any)."""
 
-    supports_rtc = True
+    supports_rtc = ('trained', 'guided')
 
     def __init__(self, config: Pi05Config, model: Pi05Model, tokenizer: Tokenizer,
                  robot: RobotIO | NormStats, glue: GlueConfig = GlueConfig(),
@@ -228,6 +229,13 @@ class Pi05Policy:
         return unnormalize_actions(as_numpy(actions), self.robot.actions,
                                    len(self.joint_names))
 
+    @stage('normalize_actions', 'preprocess', outputs=('committed',),
+           attrs=lambda self: {**self.robot.actions.attrs(), 'dim': self.config.action_dim})
+    def normalize_committed(self, committed: np.ndarray) -> np.ndarray:
+        """(horizon, joints) committed actions in robot units -> (1, horizon, action_dim) in
+        the model's space (real-time chunking)."""
+        return normalize_actions(committed, self.robot.actions, self.config.action_dim)
+
     # ---- model stages (torch) ------------------------------------------------------------
 
     vision = model_stage('vision', 'model.vision', outputs=('image_tokens',))
@@ -237,21 +245,44 @@ class Pi05Policy:
     # ---- the whole path ------------------------------------------------------------------
 
     def infer(self, observation, noise: np.ndarray | None = None,
-              committed: np.ndarray | None = None) -> np.ndarray:
-        """observation -> action chunk (horizon, joints) in robot units. `committed` (d,
-        joints), robot units: the actions executed while this chunk is computed; the chunk
-        starts with them and the model generates the rest around them (real-time chunking,
-        trained mode: rtc.py)."""
+              committed: np.ndarray | None = None, delay=None,
+              guidance: dict | None = None) -> np.ndarray:
+        """observation -> action chunk (horizon, joints) in robot units.
+
+        Real-time chunking (rtc.py), trained mode: `committed` are the actions executed while
+        this chunk is computed, in robot units; the chunk starts with the first `delay` of
+        them and the model generates the rest around them. Either (d, joints) with no delay
+        (d = its rows), or (horizon, joints) with `delay` (an integer: a control pipeline's
+        graph inputs, fixed in shape whatever the delay). Guided mode (`guidance`: {'end',
+        'schedule', 'max_weight'}, eager only): `committed` (horizon, joints) is the previous
+        plan for the same times, the chunk is pulled toward its first `end` rows."""
         pixels, image_mask, token_ids, token_mask = self.model_inputs(observation)
         image_tokens = self.vision(pixels)
         k_cache, v_cache, prefix_mask = self.prefix(image_tokens, image_mask, token_ids,
                                                     token_mask)
         noise = self.sample_noise() if noise is None else _check_noise(noise, self.config)
-        if committed is not None and len(committed):
-            actions = self._inpaint(k_cache, v_cache, prefix_mask, noise, committed)
-        else:
+        if committed is None:
             actions = self.denoise(k_cache, v_cache, prefix_mask, noise)
+        elif guidance is not None:
+            committed, delay = self._committed(committed, delay)
+            actions = self._guided(k_cache, v_cache, prefix_mask, noise,
+                                   self.normalize_committed(committed), int(delay), guidance)
+        else:
+            committed, delay = self._committed(committed, delay)
+            actions = self.denoise(k_cache, v_cache, prefix_mask, noise,
+                                   self.normalize_committed(committed), delay)
         return self.unnormalize_actions(actions)
+
+    def _guided(self, k_cache, v_cache, prefix_mask, noise, previous, delay: int,
+                guidance: dict):
+        """The denoise stage with the RTC paper's guidance (rtc.guided): a gradient through
+        the expert per step, so outside inference mode and never traced."""
+        from lamp_ros.policies.pi05.rtc import guided
+        device = self.model.expert.action_in_proj.weight.device
+        return guided(self.model.expert, k_cache, v_cache, prefix_mask,
+                      torch.as_tensor(noise, device=device),
+                      torch.as_tensor(previous, device=device), delay, int(guidance['end']),
+                      guidance['schedule'], float(guidance['max_weight']))
 
     def model_inputs(self, observation) -> tuple:
         """observation -> the model's inputs by the host stages: (pixels (1, cams, S, S, 3)
@@ -264,19 +295,24 @@ class Pi05Policy:
             {slot: self.preprocess_image(img, camera=slot) for slot, img in obs.images.items()})
         return pixels, image_mask, token_ids, token_mask
 
-    def _inpaint(self, k_cache, v_cache, prefix_mask, noise, committed) -> np.ndarray:
-        """The denoise stage around committed actions (robot units -> the model's space)."""
-        from lamp_ros.policies.pi05.rtc import inpaint
-        committed = np.asarray(committed, np.float32)
-        if committed.ndim != 2 or committed.shape[1] != len(self.joint_names):
-            raise ValueError(f'committed: expected (d, {len(self.joint_names)}), got '
-                             f'{committed.shape}')
-        norm = pad_to_dim(self.robot.actions.normalize(committed), self.config.action_dim)
-        device = self.model.expert.action_in_proj.weight.device
-        with torch.inference_mode():
-            return inpaint(self.model.expert, k_cache, v_cache, prefix_mask,
-                           torch.as_tensor(noise, device=device),
-                           torch.as_tensor(norm[None], device=device), len(committed))
+    def _committed(self, committed, delay) -> tuple:
+        """-> ((horizon, joints) committed actions, delay): rows past the delay are never read
+        (zeros when padded here)."""
+        horizon, joints = self.config.action_horizon, len(self.joint_names)
+        if delay is None:
+            rows = np.asarray(committed, np.float32)
+            if rows.ndim != 2 or rows.shape[1] != joints or len(rows) > horizon:
+                raise ValueError(f'committed: expected (d <= {horizon}, {joints}), got '
+                                 f'{rows.shape}')
+            committed = np.zeros((horizon, joints), np.float32)
+            committed[:len(rows)] = rows
+            return committed, np.int64(len(rows))
+        if np.shape(committed) != (horizon, joints):
+            raise ValueError(f'committed: expected ({horizon}, {joints}) with a delay, got '
+                             f'{np.shape(committed)}')
+        if not 0 <= int(delay) <= horizon:
+            raise ValueError(f'delay {int(delay)}: must be within 0..{horizon} actions')
+        return committed, delay
 
     def describe(self) -> dict:
         """JSON-ready identity of the policy (preset, glue) for artifacts and logs."""

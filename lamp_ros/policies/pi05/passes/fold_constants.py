@@ -41,7 +41,8 @@ def _expert(stage) -> dict:
     _rotary(stage, 0, cfg.prefix_len + cfg.action_horizon - 1, found)
     if not stage.time_precomputed and stage.time_embedding is None:
         device = stage.action_in_proj.weight.device
-        times = torch.cat([stage.step_time(s, 1, device) for s in range(cfg.num_steps)])
+        times = torch.cat([stage.step_time(s, 1, device) for s in range(cfg.num_steps)]
+                          + [torch.zeros((1,), device=device)])  # t = 0 last (rtc.py)
         stage.time_embedding = posemb_sincos(times, cfg.expert.width)
         found['time_embedding_steps'] = cfg.num_steps
     return found

@@ -2,7 +2,8 @@
 
 The flow runs a fixed schedule (t = 1, 1 - 1/n, ..., 1/n), so time_condition(t) and each adaRMS
 modulation(cond) are constants of the step: every norm gets a table (steps, 3 * width) of its
-scale, shift and gate, and the time MLP and the modulation linears leave the per-step work (and
+scale, shift and gate, plus a row for t = 0 (real-time chunking's committed actions, rtc.py),
+and the time MLP and the modulation linears leave the per-step work (and
 the weights). The table rows are computed by the stage's own code with batch 1; every batch row
 is the same time, so they broadcast.
 """
@@ -20,8 +21,9 @@ def _precompute(stage) -> dict:
     device = stage.action_in_proj.weight.device
     norms = stage.norms()
     rows = {i: [] for i in range(len(norms))}
-    for step in range(stage.cfg.num_steps):
-        cond = stage.condition(step, 1, device)
+    conds = [stage.condition(step, 1, device) for step in range(stage.cfg.num_steps)]
+    conds.append(stage.time_condition(torch.zeros((1,), device=device)))  # t = 0 (rtc.py)
+    for cond in conds:
         for i, (owner, attr) in enumerate(norms):
             rows[i].append(getattr(owner, attr).modulation(cond)[0])
     for i, (owner, attr) in enumerate(norms):

@@ -52,7 +52,8 @@ def add_then_norm(norm: nn.Module, x: torch.Tensor, pending) -> tuple:
 
 
 class StepAdaRMSNorm(nn.Module):
-    """adaRMS with the modulation of each Euler step precomputed: table (steps, 3 * width)."""
+    """adaRMS with the modulation of each Euler step precomputed: table (steps + 1, 3 * width),
+    the last row for flow time 0 (real-time chunking's committed actions)."""
 
     def __init__(self, eps: float, table: torch.Tensor):
         super().__init__()
@@ -60,8 +61,15 @@ class StepAdaRMSNorm(nn.Module):
         self.register_buffer('table', table)
         self.kernel = False
 
-    def forward(self, x: torch.Tensor, step: int, pdl: int = 0):
-        """-> (normed x, the residual gate); pdl: the kernel's dependent-launch mode."""
+    def forward(self, x: torch.Tensor, step, pdl: int = 0):
+        """-> (normed x, the residual gate); pdl: the kernel's dependent-launch mode. `step`:
+        the Euler step, or (step, fixed (1, horizon) bool): a modulation per action, the
+        fixed ones at flow time 0 (the reference math only: the kernel takes one row)."""
+        if isinstance(step, tuple):
+            step, fixed = step
+            rows = torch.where(fixed[..., None], self.table[-1], self.table[step])
+            scale, shift, gate = rows.chunk(3, dim=-1)
+            return kernel_ops.rms_norm_reference(x, scale, shift, self.eps), gate
         scale, shift, gate = self.table[step].chunk(3)
         if self.kernel:
             return kernel_ops.rms_norm(x, scale, shift, self.eps, pdl), gate.view(1, 1, -1)

@@ -18,6 +18,7 @@ from torch.nn import functional as F
 from lamp_ros.policies.pi05.staged.norms import add_then_norm
 from lamp_ros.policies.pi05.staged.patch_linear import PatchLinear
 from lamp_ros.kernels import operators as kernel_ops
+from lamp_ros.policies.pi05 import rtc
 from lamp_ros.policies.pi05.model import assemble_prefix, posemb_sincos, suffix_attention
 from lamp_ros.policies.pi05.siglip import to_model_range, VisionEncoder
 
@@ -146,14 +147,26 @@ class ExpertStage(nn.Module):
     def step_time(self, step: int, batch: int, device) -> torch.Tensor:
         return torch.full((batch,), 1.0 + step * self.dt, device=device)
 
-    def condition(self, step: int, batch: int, device):
-        """What the adaRMS norms read at `step`: the time condition, or the step itself."""
+    def time_condition(self, t: torch.Tensor) -> torch.Tensor:
+        """The time MLP on flow times t (b,) or (b, horizon) -> (..., width)."""
+        emb = posemb_sincos(t, self.cfg.expert.width).to(self.time_mlp_in.weight.dtype)
+        return F.silu(self.time_mlp_out(F.silu(self.time_mlp_in(emb))))
+
+    def condition(self, step: int, batch: int, device, fixed=None):
+        """What the adaRMS norms read at `step`: the time condition, or the step itself. With
+        `fixed` (1, horizon) (real-time chunking, rtc.py): one per action, the committed ones
+        at flow time 0 (the tables' last row once folded)."""
         if self.time_precomputed:
-            return step
+            return step if fixed is None else (step, fixed)
         if self.time_embedding is None:
-            emb = posemb_sincos(self.step_time(step, batch, device), self.cfg.expert.width)
-        else:
+            t = self.step_time(step, batch, device) if fixed is None else \
+                rtc.flow_times(fixed, 1.0 + step * self.dt, batch)
+            return self.time_condition(t)
+        if fixed is None:
             emb = self.time_embedding[step][None].expand(batch, -1)
+        else:
+            emb = torch.where(fixed[..., None], self.time_embedding[-1], self.time_embedding[step])
+            emb = emb.expand(batch, -1, -1)
         emb = emb.to(self.time_mlp_in.weight.dtype)
         return F.silu(self.time_mlp_out(F.silu(self.time_mlp_in(emb))))
 
@@ -168,7 +181,9 @@ class ExpertStage(nn.Module):
         x = self.action_in_proj(x_t)
         carry = None  # what a fused layer made for the next one's premade qkv
         for i, layer in enumerate(self.layers):
-            if layer.expert_kernels is not None:  # the kernel lowering's fused layer
+            # the kernel lowering's fused layer; its kernels read one modulation row per step,
+            # so a modulation per action (real-time chunking) runs the layer's parts instead
+            if layer.expert_kernels is not None and not isinstance(cond, tuple):
                 following = self.layers[i + 1].expert_kernels if i + 1 < len(self.layers) \
                     else None
                 x, carry = layer.expert_kernels.step(layer, x, cond, k_cache[i], v_cache[i],
@@ -185,11 +200,17 @@ class ExpertStage(nn.Module):
         h, _ = self.final_norm(x, cond)
         return self.action_out_proj(h)
 
-    def forward(self, k_cache, v_cache, prefix_mask, noise):
+    def forward(self, k_cache, v_cache, prefix_mask, noise, committed=None, delay=None):
         x_t = noise.to(self.action_in_proj.weight.dtype)
         suffix = self.suffix(prefix_mask, x_t.shape[1], x_t.dtype)
+        fixed = None if committed is None else \
+            rtc.committed_mask(delay, x_t.shape[1], x_t.device)
+        if fixed is not None:
+            x_t = rtc.start(x_t, committed, fixed)
         for step in range(self.cfg.num_steps):
-            cond = self.condition(step, x_t.shape[0], x_t.device)
+            cond = self.condition(step, x_t.shape[0], x_t.device, fixed)
             v = self.velocity(x_t, cond, k_cache, v_cache, suffix)
             x_t = x_t + v if self.euler_folded else x_t + self.dt * v
+            if fixed is not None:
+                x_t = rtc.put_back(x_t, committed, fixed)
         return x_t.float()  # float32 to the host stages, as the eager expert
