@@ -1,13 +1,14 @@
 """What real-time chunking adds to one inference, each mode beside plain sampling, in one run.
 
-    python3 bench/rtc_cost.py --spec SPEC --plain ARTIFACT --rtc ARTIFACT [--runs 20]
-                              [--eager-runs 5] [--out FILE.json]
+    python3 bench/rtc_cost.py --spec SPEC --plain ARTIFACT --rtc ARTIFACT [--guided ARTIFACT]
+                              [--runs 20] [--eager-runs 5] [--out FILE.json]
 
 SPEC is the policy's spec (any merge mode); its eager pipeline times `infer` plain, in trained
 mode (inpainting: the first 5 actions committed) and in guided mode (a gradient through the
 expert at every Euler step), on the spec's device. PLAIN is the spec compiled as it is, RTC the
 same spec compiled with `merge_mode: rtc` (trained: the committed actions and the delay are
-inputs of its denoise stage); `Runtime.infer` is timed on both, the rtc one with no delay and
+inputs of its denoise stage), GUIDED (optional) with rtc mode guided (its denoise stage's
+backward pass compiled too); `Runtime.infer` is timed on each, the rtc ones with no delay and
 with 5 committed actions. Medians after warm-up; the device (the GPU's name) is in the report.
 """
 
@@ -53,7 +54,8 @@ def eager_costs(spec_path: str, runs: int, device: str) -> dict:
     }
 
 
-def artifact_costs(plain: str, rtc: str, obs_from: str, runs: int) -> dict:
+def artifact_costs(plain: str, rtc: str, guided: str | None, obs_from: str,
+                   runs: int) -> dict:
     from lamp_ros.runtime import Runtime
     from lamp_ros.spec import load_spec
     from lamp_ros.trace.from_spec import build_pipeline
@@ -69,6 +71,13 @@ def artifact_costs(plain: str, rtc: str, obs_from: str, runs: int) -> dict:
         lambda: runtime.infer(obs, committed=free[:DELAY] + 0.01), runs)
     out['ids'] = {'plain': Runtime.load(plain).id, 'rtc': runtime.id}
     runtime.close()
+    if guided:
+        runtime = Runtime.load(guided)
+        out['rtc/guided, no delay'] = median_ms(lambda: runtime.infer(obs), runs)
+        out[f'rtc/guided, delay {DELAY}'] = median_ms(lambda: runtime.infer(
+            obs, committed=free + 0.01, delay=DELAY, end=len(free) // 2), runs)
+        out['ids']['guided'] = runtime.id
+        runtime.close()
     return out
 
 
@@ -84,6 +93,7 @@ def main() -> int:
     p.add_argument('--spec', required=True)
     p.add_argument('--plain', required=True, help='the spec compiled as it is')
     p.add_argument('--rtc', required=True, help='the spec compiled with merge_mode rtc')
+    p.add_argument('--guided', help='the spec compiled with merge_mode rtc, mode guided')
     p.add_argument('--device', default='cpu', help='the eager pipeline\'s device')
     p.add_argument('--runs', type=int, default=20)
     p.add_argument('--eager-runs', type=int, default=5)
@@ -92,7 +102,8 @@ def main() -> int:
     report = {'device': device_name(args.device), 'spec': os.path.basename(args.spec),
               'delay': DELAY}
     print(f'device: {report["device"]}', flush=True)
-    report['artifact_ms'] = artifact_costs(args.plain, args.rtc, args.spec, args.runs)
+    report['artifact_ms'] = artifact_costs(args.plain, args.rtc, args.guided, args.spec,
+                                           args.runs)
     report['eager_ms'] = eager_costs(args.spec, args.eager_runs, args.device)
     for kind in ('artifact_ms', 'eager_ms'):
         base = report[kind]['plain']

@@ -85,17 +85,15 @@ class ControlPipeline:
         return out
 
     def _infer_rtc(self, obs, t_obs: float, t: float, given):
-        """Real-time chunking: trained mode inpaints the committed actions (`given` =
-        (committed, delay): a compiled pipeline's graph inputs); guided mode pulls the chunk
-        toward the previous plan where they overlap (eager only: a gradient per step)."""
+        """Real-time chunking: trained mode inpaints the committed actions, guided mode pulls
+        the chunk toward the previous plan where they overlap (ops/rtc_config.py). `given`:
+        (committed, delay, end), a compiled pipeline's graph inputs, instead of the chunker's."""
         settings = self.chunker.rtc
-        previous, delay, overlap = self.chunker.rtc_inputs(self.state['chunker'], t_obs, t)
+        committed, delay, end = given if given is not None else \
+            self.chunker.rtc_inputs(self.state['chunker'], t_obs, t)
         if settings['mode'] == 'trained':
-            committed, delay = given if given is not None else (previous, delay)
             return self.policy.infer(obs, committed=committed, delay=delay)
-        horizon = settings['execution_horizon']
-        end = overlap if horizon is None else min(overlap, self.chunker.horizon - horizon)
-        return self.policy.infer(obs, committed=previous, delay=delay, guidance={
+        return self.policy.infer(obs, committed=committed, delay=delay, guidance={
             'end': end, 'schedule': settings['prefix_schedule'],
             'max_weight': settings['max_guidance_weight']})
 
@@ -119,8 +117,8 @@ class ControlPipeline:
         t_obs is when the observation was taken (the camera stamp); a chunk computed from it
         is aligned to that time, so actions already due are dropped. Defaults to t. With
         merge_mode rtc the chunk is generated around the actions the plan commits from t_obs
-        to t (`rtc`: (committed (H, J), delay) given instead, as a compiled pipeline's graph
-        inputs are).
+        to t (`rtc`: (committed (H, J), delay, end) given instead, as a compiled pipeline's
+        graph inputs are).
         """
         policy, interface = self.policy, self.policy.interface
         obs = validate_observation(observation, interface.camera_slots,

@@ -145,7 +145,15 @@ VARIANT_EDITS = {
     'one_length': lambda s: s['fusion'].update(text_lengths=[]),  # every prompt at 96 tokens
     'no_passes': lambda s: s.pop('passes'),  # the prototype's modules as they are
     'split_prefix': lambda s: s['fusion'].update(split_after=['prefix']),  # its own group
+    'rtc_guided': lambda s: _rtc_guided(s),
 }
+
+
+def _rtc_guided(spec: dict) -> None:
+    """Real-time chunking's guided mode; its stage's backward pass exports by the
+    torch.export-based ONNX exporter only."""
+    spec['control']['chunker'].update(merge_mode='rtc', rtc={'mode': 'guided'})
+    spec.setdefault('build', {})['onnx_exporter'] = 'dynamo'
 
 
 @pytest.fixture(scope='session')

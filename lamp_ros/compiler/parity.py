@@ -38,10 +38,10 @@ def parity_observations(pipeline, samples: int) -> list:
 
 
 def parity_committed(pipeline, observation, sample: int):
-    """Real-time chunking's inputs for parity sample `sample` ((committed (H, J), delay)), or
-    None where the pipeline does not merge by rtc: delays 0, 5, 10, ... (wrapping at half the
-    chunk) and committed actions that stay near the observed state, so both the plain and the
-    inpainted denoising are compared."""
+    """Real-time chunking's inputs for parity sample `sample` ((committed (H, J), delay, end)),
+    or None where the pipeline does not merge by rtc: delays 0, 5, 10, ... (wrapping at half
+    the chunk), the pull of guided mode ending 20 actions later, and a previous plan that stays
+    near the observed state, so both the plain and the conditioned denoising are compared."""
     chunker = getattr(pipeline, 'chunker', None)
     if getattr(chunker, 'merge_mode', None) != 'rtc':
         return None
@@ -50,8 +50,8 @@ def parity_committed(pipeline, observation, sample: int):
     joints = np.arange(chunker.joints, dtype=np.float32)[None, :]
     state = np.asarray(observation['state'], np.float32)[None, :]
     committed = state + 0.05 * np.sin(0.2 * steps + joints)
-    committed[delay:] = 0.0
-    return committed.astype(np.float32), np.int64(delay)
+    return (committed.astype(np.float32), np.int64(delay),
+            np.int64(min(delay + 20, chunker.horizon)))
 
 
 def boundary_values(plan, graph) -> list:
@@ -84,8 +84,8 @@ def run_parity(pipeline, runtime, samples: int, atol: float, rtol: float, progre
                        rtc=rtc)
         runtime.reset()
         got = {}
-        runtime.run(runtime.feeds(obs, 0.0, committed=None if rtc is None else
-                                  rtc[0][:int(rtc[1])]), capture=got)
+        rtc_feeds = {} if rtc is None else dict(zip(('committed', 'delay', 'end'), rtc))
+        runtime.run(runtime.feeds(obs, 0.0, **rtc_feeds), capture=got)
         values = {}
         for name in names:
             reference = aliases.get(name, name)
@@ -105,7 +105,8 @@ def run_parity(pipeline, runtime, samples: int, atol: float, rtol: float, progre
             inputs[f'{i}/images.{slot}'] = img
         inputs[f'{i}/state'] = np.asarray(obs['state'], np.float32)
         if rtc is not None:
-            inputs[f'{i}/committed'] = rtc[0][:int(rtc[1])]
+            inputs[f'{i}/committed'] = rtc[0]
+            inputs[f'{i}/rtc_delay_end'] = np.array(rtc[1:], np.int64)
         for name in graph.outputs:
             expected[f'{i}/{name}'] = np.asarray(to_numpy(eager[name]))
     worst = {}

@@ -200,18 +200,23 @@ class ActionChunker:
     def rtc_inputs(self, state: dict, t_obs: float, t_now: float) -> tuple:
         """Real-time chunking's inputs in a fixed shape, for a chunk observed at t_obs and
         merged at t_now: (previous (H, J) float32: the plan's actions for t_obs, t_obs + dt,
-        ... (zeros past its end), delay: how many of them the robot executes before t_now
-        (`committed`'s rows), overlap: how many the plan has)."""
+        ... (zeros past its end); delay: how many of them the robot executes before t_now
+        (`committed`'s rows); end: how far the guided mode pulls toward them, the plan's end
+        or, with rtc.execution_horizon s, at most H - s)."""
         check_state(state, self.init_state(), WHERE)
         previous = np.zeros((self.horizon, self.joints), dtype=np.float32)
         start = int(round((check_finite_float(t_obs, 't_obs', WHERE) - state['t0'][0])
                           / self.dt))
         if not state['valid'][0] or start < 0:
-            return previous, np.int64(0), 0
+            return previous, np.int64(0), np.int64(0)
         rows = self.plan(state)[start:start + self.horizon]
         previous[:len(rows)] = rows
         delay = len(self.committed(state, t_obs, t_now))
-        return previous, np.int64(delay), len(rows)
+        end = len(rows)
+        horizon = (self.rtc or {}).get('execution_horizon')
+        if horizon is not None:
+            end = max(min(end, self.horizon - horizon), delay)
+        return previous, np.int64(delay), np.int64(end)
 
     def plan(self, state: dict) -> np.ndarray:
         """Return the merged plan (n, J), step 0 at `state['t0']`; (0, J) without a plan."""

@@ -56,9 +56,10 @@ def apply_overrides(artifact, overrides: dict):
         patch = overrides.get(node.op) or {}
         if patch and node.op not in OVERRIDABLE:
             raise ValueError(f'overrides: {node.op} is not overridable ({OVERRIDABLE})')
-        if (patch.get('rtc') or {}).get('mode', 'trained') != 'trained':
-            raise ValueError(f'overrides: chunker rtc mode {patch["rtc"]["mode"]}: artifacts '
-                             'run real-time chunking in trained mode only')
+        built = 'guided' if 'guidance_end' in artifact.graph.inputs else 'trained'
+        if (patch.get('rtc') or {}).get('mode', built) != built:
+            raise ValueError(f'overrides: chunker rtc mode {patch["rtc"]["mode"]}: this '
+                             f'artifact\'s denoise stage was built for rtc mode {built}')
         if patch.get('merge_mode') == 'rtc' and 'delay' not in artifact.graph.inputs:
             raise ValueError('overrides: chunker merge_mode rtc: this artifact\'s denoise '
                              'stage does not take the committed actions; compile its spec '
@@ -110,6 +111,7 @@ class Runtime:
             self._chunker, self.chunk_value, self.t_obs_value = None, None, None
         # real-time chunking (rtc_delay.py): the graph takes the committed actions and delay
         self.rtc = 'delay' in graph.inputs
+        self.guided = 'guidance_end' in graph.inputs   # rtc mode guided
         self.latency = LatencyWindow()
         self.last_delay = None      # the delay the last chunk was generated with
         self.last_inferred = False
@@ -189,11 +191,13 @@ class Runtime:
 
     # ---- inputs ------------------------------------------------------------------------------
 
-    def feeds(self, observation, t: float, t_obs: float | None = None,
-              committed=None) -> dict:
+    def feeds(self, observation, t: float, t_obs: float | None = None, committed=None,
+              delay: int | None = None, end: int | None = None) -> dict:
         """Observation + times -> graph input values (validated; errors name the field).
-        `committed` ((d, joints) robot units): for an rtc artifact, the actions to generate the
-        chunk around instead of those of the runtime's own plan (parity, checks)."""
+        `committed` ((rows, joints) robot units): for an rtc artifact, the actions to generate
+        the chunk around instead of those of the runtime's own plan; `delay` of them committed
+        (default: all rows) and, in guided mode, the pull toward them ending at `end` (default:
+        all rows). For parity and checks."""
         obs = validate_observation(observation, self.camera_slots, len(self.joint_names),
                                    self.prompt)
         feeds = {f'images.{slot}': img for slot, img in obs.images.items()}
@@ -204,22 +208,31 @@ class Runtime:
             if not self.rtc:
                 raise ValueError('committed: this artifact was not built for real-time '
                                  'chunking (control.chunker.merge_mode rtc)')
-            feeds.update(self._committed_rows(committed))
+            feeds.update(self._committed_rows(committed, delay, end))
         return feeds
 
-    def _committed_rows(self, rows) -> dict:
+    def _committed_rows(self, rows, delay, end) -> dict:
         horizon = self._chunker[1].horizon
         rows = np.asarray(rows, np.float32).reshape(-1, len(self.joint_names))
         if len(rows) > horizon:
             raise ValueError(f'committed: {len(rows)} actions, the chunk has {horizon}')
+        delay = len(rows) if delay is None else int(delay)
+        end = len(rows) if end is None else int(end)
+        if not 0 <= delay <= len(rows) or not 0 <= end <= horizon:
+            raise ValueError(f'committed: delay {delay} and end {end} must be within the '
+                             f'{len(rows)} actions given and the chunk of {horizon}')
         committed = np.zeros((horizon, len(self.joint_names)), np.float32)
         committed[:len(rows)] = rows
-        return {'committed': committed, 'delay': np.int64(len(rows))}
+        out = {'committed': committed, 'delay': np.int64(delay)}
+        if self.guided:
+            out['guidance_end'] = np.int64(end)
+        return out
 
     def _rtc_feeds(self, feeds: dict, t_arrive: float) -> dict:
-        """The committed actions and delay of an inference whose chunk is merged at
-        t_arrive: the plan's actions from the observation's time on (none where the chunker
-        does not merge by rtc: the denoise stage then samples as usual)."""
+        """The committed actions and delay (and, guided, where the pull ends) of an inference
+        whose chunk is merged at t_arrive: the plan's actions from the observation's time on
+        (none where the chunker does not merge by rtc: the denoise stage then samples as
+        usual)."""
         if not self.rtc:
             return feeds
         if 'delay' in feeds:  # given (feeds(committed=...))
@@ -227,13 +240,16 @@ class Runtime:
             return feeds
         node_id, chunker = self._chunker
         if chunker.merge_mode == 'rtc':
-            committed, delay, _ = chunker.rtc_inputs(self.state.get(node_id), feeds['t_obs'],
-                                                     t_arrive)
+            committed, delay, end = chunker.rtc_inputs(self.state.get(node_id),
+                                                       feeds['t_obs'], t_arrive)
         else:
             committed = np.zeros((chunker.horizon, chunker.joints), np.float32)
-            delay = np.int64(0)
+            delay = end = np.int64(0)
         self.last_delay = int(delay)
-        return {**feeds, 'committed': committed, 'delay': delay}
+        out = {**feeds, 'committed': committed, 'delay': delay}
+        if self.guided:
+            out['guidance_end'] = end
+        return out
 
     # ---- execution ---------------------------------------------------------------------------
 
@@ -336,22 +352,23 @@ class Runtime:
         values[self.t_obs_value] = t_obs
         return self._tick(values, None, start)
 
-    def infer(self, observation, capture: dict | None = None, committed=None) -> np.ndarray:
+    def infer(self, observation, capture: dict | None = None, committed=None,
+              delay: int | None = None, end: int | None = None) -> np.ndarray:
         """One inference outside the control loop: the raw action chunk in robot units,
         (horizon, joints), as the chunker would receive it. Call n of an episode draws the same
         flow noise as the node's nth inference; `reset()` starts an episode. The control state
         (chunker, smoother, clamp) is neither read nor changed: for offline evaluation and
         checks against the training code. `capture`: a dict that receives every value the
-        inference computed (token ids, the normalised actions...). `committed` ((d, joints),
-        robot units; rtc artifacts): generate the chunk around these actions (none: no
-        delay)."""
+        inference computed (token ids, the normalised actions...). `committed`, `delay`,
+        `end` (rtc artifacts; as `feeds` takes them): generate the chunk around these actions
+        (none: no delay)."""
         if self.chunk_value is None:
             raise ValueError('infer: this artifact has no action chunk (no chunker node)')
         if self._worker:
             self._worker.wait_idle(timeout=30)
-        feeds = self.feeds(observation, 0.0,
-                           committed=np.zeros((0, len(self.joint_names))) if self.rtc and
-                           committed is None else committed)
+        if self.rtc and committed is None:
+            committed = np.zeros((0, len(self.joint_names)))
+        feeds = self.feeds(observation, 0.0, committed=committed, delay=delay, end=end)
         chunk, _ = self._infer({k: self.arena.put(k, v) for k, v in feeds.items()}, capture)
         return chunk
 

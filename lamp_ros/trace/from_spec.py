@@ -37,9 +37,9 @@ def trace_pipeline(pipeline, observation, t: float = 0.0, export: bool = True, n
                    rtc=None):
     """One synchronous tick of `pipeline` at time t, traced into a Graph (state reset after);
     `hash_weights` as `trace`'s. A pipeline whose chunker merges by real-time chunking gets
-    two more graph inputs, `committed` (H, J) and `delay` (the runtime makes them from its
-    chunker's plan and the measured latency); `rtc` = (committed, delay) gives their values
-    (an empty plan's by default: no delay)."""
+    more graph inputs, `committed` (H, J) and `delay`, and `guidance_end` in guided mode (the
+    runtime makes them from its chunker's plan and the measured latency); `rtc` = (committed,
+    delay, end) gives their values (an empty plan's by default: no delay)."""
     policy, interface = pipeline.policy, pipeline.interface
     chunker = getattr(pipeline, 'chunker', None)
     mode = getattr(chunker, 'merge_mode', None)
@@ -55,22 +55,21 @@ def trace_pipeline(pipeline, observation, t: float = 0.0, export: bool = True, n
     types['t'] = TensorType('float64', (), role='input')
     types['t_obs'] = TensorType('float64', (), role='input')
     if mode == 'rtc':
-        if chunker.rtc['mode'] != 'trained':
-            raise ValueError(f'control.chunker.rtc.mode {chunker.rtc["mode"]}: it takes a '
-                             'gradient through the model at every denoising step, which no '
-                             'backend compiles yet; the eager pipeline runs it (lamp eval '
-                             'SPEC); mode trained compiles for every backend')
-        committed, delay = rtc if rtc is not None else \
-            chunker.rtc_inputs(chunker.init_state(), t, t)[:2]
+        committed, delay, end = rtc if rtc is not None else \
+            chunker.rtc_inputs(chunker.init_state(), t, t)
         inputs.update(committed=np.array(committed, np.float32), delay=np.int64(delay))
         types['delay'] = TensorType('int64', (), role='input')
+        if chunker.rtc['mode'] == 'guided':
+            inputs['guidance_end'] = np.int64(end)
+            types['guidance_end'] = TensorType('int64', (), role='input')
 
-    def run(images, state, t, t_obs, prompt=None, committed=None, delay=None):
+    def run(images, state, t, t_obs, prompt=None, committed=None, delay=None,
+            guidance_end=None):
         observed = {'images': images, 'state': state}
         if interface.prompt:
             observed['prompt'] = prompt
-        return pipeline.tick(observed, t, t_obs,
-                             rtc=None if committed is None else (committed, delay))
+        return pipeline.tick(observed, t, t_obs, rtc=None if committed is None else
+                             (committed, delay, guidance_end))
 
     try:
         return trace(run, inputs, objects=[pipeline, policy], input_types=types, export=export,

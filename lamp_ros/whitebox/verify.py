@@ -71,8 +71,10 @@ def rerun_parity(root: str) -> list:
                 continue
             obs = {'images': images, 'state': inputs[f'{i}/state'], 'prompt': prompt}
             runtime.reset()
+            delay, end = inputs.get(f'{i}/rtc_delay_end', (None, None))
             outputs = runtime.run(runtime.feeds(obs, float(evidence.get('t', 0.0)),
-                                                committed=inputs.get(f'{i}/committed')))
+                                                committed=inputs.get(f'{i}/committed'),
+                                                delay=delay, end=end))
             for name, value in outputs.items():
                 key = f'{i}/{name}'
                 if key not in expected:

@@ -241,6 +241,8 @@ class Pi05Policy:
     vision = model_stage('vision', 'model.vision', outputs=('image_tokens',))
     prefix = model_stage('prefix', 'model.prefix', outputs=('k_cache', 'v_cache', 'prefix_mask'))
     denoise = model_stage('denoise', 'model.expert', outputs=('actions',))
+    # real-time chunking's guided mode (rtc.GuidedExpert, made by `guided_stage`)
+    denoise_guided = model_stage('denoise', 'guided_expert', outputs=('actions',))
 
     # ---- the whole path ------------------------------------------------------------------
 
@@ -254,8 +256,9 @@ class Pi05Policy:
         them and the model generates the rest around them. Either (d, joints) with no delay
         (d = its rows), or (horizon, joints) with `delay` (an integer: a control pipeline's
         graph inputs, fixed in shape whatever the delay). Guided mode (`guidance`: {'end',
-        'schedule', 'max_weight'}, eager only): `committed` (horizon, joints) is the previous
-        plan for the same times, the chunk is pulled toward its first `end` rows."""
+        'schedule', 'max_weight'}): `committed` (horizon, joints) is the previous plan for the
+        same times, and the chunk is pulled toward its first `end` rows (`end` an integer, or
+        a graph input)."""
         pixels, image_mask, token_ids, token_mask = self.model_inputs(observation)
         image_tokens = self.vision(pixels)
         k_cache, v_cache, prefix_mask = self.prefix(image_tokens, image_mask, token_ids,
@@ -263,26 +266,27 @@ class Pi05Policy:
         noise = self.sample_noise() if noise is None else _check_noise(noise, self.config)
         if committed is None:
             actions = self.denoise(k_cache, v_cache, prefix_mask, noise)
-        elif guidance is not None:
-            committed, delay = self._committed(committed, delay)
-            actions = self._guided(k_cache, v_cache, prefix_mask, noise,
-                                   self.normalize_committed(committed), int(delay), guidance)
         else:
             committed, delay = self._committed(committed, delay)
-            actions = self.denoise(k_cache, v_cache, prefix_mask, noise,
-                                   self.normalize_committed(committed), delay)
+            previous = self.normalize_committed(committed)
+            if guidance is None:
+                actions = self.denoise(k_cache, v_cache, prefix_mask, noise, previous, delay)
+            else:
+                self.guided_stage(guidance['schedule'], guidance['max_weight'])
+                end = guidance['end']
+                end = np.int64(end) if isinstance(end, int) else end
+                actions = self.denoise_guided(k_cache, v_cache, prefix_mask, noise, previous,
+                                              delay, end)
         return self.unnormalize_actions(actions)
 
-    def _guided(self, k_cache, v_cache, prefix_mask, noise, previous, delay: int,
-                guidance: dict):
-        """The denoise stage with the RTC paper's guidance (rtc.guided): a gradient through
-        the expert per step, so outside inference mode and never traced."""
-        from lamp_ros.policies.pi05.rtc import guided
-        device = self.model.expert.action_in_proj.weight.device
-        return guided(self.model.expert, k_cache, v_cache, prefix_mask,
-                      torch.as_tensor(noise, device=device),
-                      torch.as_tensor(previous, device=device), delay, int(guidance['end']),
-                      guidance['schedule'], float(guidance['max_weight']))
+    def guided_stage(self, schedule: str, max_weight: float):
+        """The guided denoise stage for these settings (rtc.GuidedExpert on the model's
+        expert, kept while the settings stay)."""
+        from lamp_ros.policies.pi05.rtc import GuidedExpert
+        stage = getattr(self, 'guided_expert', None)
+        if stage is None or (stage.schedule, stage.max_weight) != (schedule, float(max_weight)):
+            self.guided_expert = GuidedExpert(self.model.expert, schedule, max_weight).eval()
+        return self.guided_expert
 
     def model_inputs(self, observation) -> tuple:
         """observation -> the model's inputs by the host stages: (pixels (1, cams, S, S, 3)

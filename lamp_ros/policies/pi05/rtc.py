@@ -22,6 +22,7 @@ backward pass yet.
 import math
 
 import torch
+from torch import nn
 
 
 def committed_mask(delay: torch.Tensor, horizon: int, device) -> torch.Tensor:
@@ -67,25 +68,30 @@ def inpaint(expert, k_cache, v_cache, prefix_mask, noise, committed, delay: int)
 
 # ---- guided mode: the RTC paper's guidance, for models not trained with delays -----------------
 
-def prefix_weights(delay: int, end: int, horizon: int, schedule: str) -> torch.Tensor:
+SCHEDULES = ('linear', 'exp', 'ones', 'zeros')
+
+
+def prefix_weights(delay, end, horizon: int, schedule: str) -> torch.Tensor:
     """(horizon,) how strongly each action is pulled toward the previous chunk: 1 before the
     delay, decaying from there to `end` (where the previous chunk's overlap ends) by
     `schedule` (linear, exp: the paper's; ones: 1 up to end; zeros: 1 up to the delay only),
-    0 after."""
-    end = max(min(end, horizon), 0)
-    delay = max(min(delay, end), 0)
-    weights = torch.zeros(horizon)
-    weights[:delay] = 1.0
+    0 after. `delay` and `end`: integers or integer tensors (torch ops only, so an exported
+    graph takes them as inputs)."""
+    if schedule not in SCHEDULES:
+        raise ValueError(f'prefix_schedule {schedule!r}: one of {", ".join(SCHEDULES)}')
+    index = torch.arange(horizon)
+    end = torch.clamp(torch.as_tensor(end).reshape(()), 0, horizon)
+    delay = torch.minimum(torch.clamp(torch.as_tensor(delay).reshape(()), min=0), end)
+    index, end, delay = index.to(end.device), end, delay.to(end.device)
+    ones = (index < delay).float()
+    if schedule == 'zeros':
+        return ones
     if schedule == 'ones':
-        weights[:end] = 1.0
-    elif schedule in ('linear', 'exp') and end > delay:
-        ramp = torch.linspace(1.0, 0.0, end - delay + 2)[1:-1]
-        if schedule == 'exp':
-            ramp = ramp * torch.expm1(ramp) / (math.e - 1.0)
-        weights[delay:end] = ramp
-    elif schedule not in ('linear', 'exp', 'zeros'):
-        raise ValueError(f'prefix_schedule {schedule!r}: one of linear, exp, ones, zeros')
-    return weights
+        return (index < end).float()
+    ramp = 1.0 - (index - delay + 1).float() / (end - delay + 1).float()
+    if schedule == 'exp':
+        ramp = ramp * torch.expm1(ramp) / (math.e - 1.0)
+    return torch.where(index < delay, 1.0, torch.where(index < end, ramp, 0.0))
 
 
 def guidance_weight(t: float, max_weight: float) -> float:
@@ -96,28 +102,105 @@ def guidance_weight(t: float, max_weight: float) -> float:
     return min(max_weight, ((1.0 - t) ** 2 + t ** 2) / (t * (1.0 - t)))
 
 
+class GuidedExpert(nn.Module):
+    """The denoise stage with guidance: (k, v, prefix mask, noise, previous, delay, end) ->
+    actions. `previous` (b, horizon, action_dim, normalised) is the previous chunk's actions
+    for the same times; at every Euler step the clean actions the model predicts, x - t v, are
+    compared with it under `prefix_weights`, and the gradient of that error through the model
+    (a vector-Jacobian product, torch.func.vjp) bends the velocity. No retraining.
+
+    torch.export cannot follow a gradient taken inside a forward, so the stage is also kept as
+    the ATen graph of the whole computation, backward included (make_fx over the functional
+    form, its weights as inputs), traced on the first call for each input signature; every
+    later call, an export's included, runs that graph with the module's own weights, which
+    keep their names."""
+
+    def __init__(self, expert, schedule: str = 'linear', max_weight: float = 10.0):
+        super().__init__()
+        if schedule not in SCHEDULES:
+            raise ValueError(f'prefix_schedule {schedule!r}: one of {", ".join(SCHEDULES)}')
+        self.expert = expert
+        self.cfg = expert.cfg
+        self.schedule = schedule
+        self.max_weight = float(max_weight)
+        self._graphs = {}
+
+    def guide(self, velocity_of, k_cache, v_cache, prefix_mask, noise, previous, delay, end):
+        """The computation itself, eager; `velocity_of` is the expert's `velocity` (or it on
+        weights given as inputs, when traced)."""
+        steps = self.cfg.num_steps
+        dt = -1.0 / steps
+        dtype = noise.dtype
+        weights = prefix_weights(delay, end, noise.shape[1], self.schedule).to(dtype)
+        weights = weights[None, :, None]
+        x_t = noise
+        for step in range(steps):
+            t = 1.0 + step * dt
+            times = torch.full((x_t.shape[0],), t, device=x_t.device)
+
+            def clean(x):
+                velocity = velocity_of(x, times, k_cache, v_cache, prefix_mask)
+                return x - t * velocity, velocity
+
+            predicted, pull_back, velocity = torch.func.vjp(clean, x_t, has_aux=True)
+            (pull,) = pull_back((previous - predicted) * weights)
+            x_t = x_t + dt * (velocity - guidance_weight(t, self.max_weight) * pull)
+        return x_t
+
+    def forward(self, k_cache, v_cache, prefix_mask, noise, previous, delay, end):
+        dtype = self.expert.action_in_proj.weight.dtype
+        args = (k_cache, v_cache, prefix_mask, noise.to(dtype), previous.to(dtype),
+                delay, end)
+        key = tuple((tuple(a.shape), a.dtype, a.device.type) for a in args)
+        graph = self._graphs.get(key)
+        if graph is None:
+            graph = self._graphs[key] = self._trace(args)
+        weights = dict(self.expert.named_parameters())
+        buffers = dict(self.expert.named_buffers())
+        return graph(weights, buffers, *args).float()
+
+    def _trace(self, args):
+        from torch.fx.experimental.proxy_tensor import make_fx
+
+        def functional(weights, buffers, *inputs):  # the expert's code on the weights given
+            return self.guide(_Bound(self.expert, weights, buffers).velocity, *inputs)
+
+        example = [a.detach().clone() if a.is_inference() else a for a in args]
+        weights = {k: v.detach() for k, v in self.expert.named_parameters()}
+        buffers = dict(self.expert.named_buffers())
+        with torch.inference_mode(False), torch.enable_grad():
+            return make_fx(functional, tracing_mode='real')(weights, buffers, *example)
+
+
+class _Velocity(nn.Module):
+    """An expert's `velocity` as a module's forward, for torch.func.functional_call."""
+
+    def __init__(self, inner):
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, *args):
+        return self.inner.velocity(*args)
+
+
+class _Bound:
+    """The expert with given weights and buffers, as `guide` calls it."""
+
+    def __init__(self, module, weights, buffers):
+        self.module = _Velocity(module)
+        self.state = {f'inner.{k}': v for k, v in {**weights, **buffers}.items()}
+
+    def velocity(self, *args):
+        return torch.func.functional_call(self.module, self.state, args)
+
+
 def guided(expert, k_cache, v_cache, prefix_mask, noise, previous, delay: int, end: int,
            schedule: str = 'linear', max_weight: float = 10.0):
-    """(b, horizon, action_dim) actions pulled toward `previous` (b, horizon, action_dim, the
-    previous chunk's actions for the same times, normalised) by guidance: at every Euler step
-    the clean actions the model predicts, x - t v, are compared with `previous` under
-    `prefix_weights`, and the gradient of that error through the model (a vector-Jacobian
-    product) bends the velocity. No retraining; one backward pass per step."""
-    steps = expert.cfg.num_steps
-    dt = -1.0 / steps
-    dtype = expert.action_in_proj.weight.dtype
-    horizon = noise.shape[1]
-    weights = prefix_weights(delay, end, horizon, schedule).to(noise.device, dtype)[None, :, None]
-    previous = previous.to(dtype)
-    k_cache, v_cache, prefix_mask = (x.clone() for x in (k_cache, v_cache, prefix_mask))
-    x_t = noise.to(dtype)
-    for step in range(steps):
-        t = 1.0 + step * dt
-        with torch.enable_grad():
-            x = x_t.detach().requires_grad_(True)
-            velocity = expert.velocity(x, torch.full((x.shape[0],), t, device=x.device),
-                                       k_cache, v_cache, prefix_mask)
-            clean = x - t * velocity
-            (pull,) = torch.autograd.grad(clean, x, (previous - clean) * weights)
-        x_t = x_t + dt * (velocity.detach() - guidance_weight(t, max_weight) * pull)
-    return x_t.float()
+    """Guided actions (GuidedExpert) for plain-integer delay and end, eager."""
+    module = GuidedExpert(expert, schedule, max_weight)
+    inputs = [x.clone() if x.is_inference() else x for x in (k_cache, v_cache, prefix_mask)]
+    with torch.inference_mode(False):
+        return module.guide(expert.velocity, *inputs,
+                            noise.to(expert.action_in_proj.weight.dtype),
+                            previous.to(expert.action_in_proj.weight.dtype),
+                            torch.tensor(delay), torch.tensor(end)).float()

@@ -167,7 +167,9 @@ def test_parity_compares_chunks_generated_around_committed_actions(demo_artifact
     evidence = json.load(open(os.path.join(demo_artifact, 'evidence', 'parity.json')))
     assert evidence['passed'] and 'normalize_actions.committed' in evidence['worst']
     inputs = load_file(os.path.join(demo_artifact, 'evidence', 'parity_inputs.safetensors'))
-    assert [len(inputs[f'{i}/committed']) for i in range(4)] == [0, 5, 10, 15]
+    assert [inputs[f'{i}/rtc_delay_end'].tolist() for i in range(4)] == [
+        [0, 20], [5, 25], [10, 30], [15, 35]]                       # delay, end of guidance
+    assert all(inputs[f'{i}/committed'].shape == (50, 7) for i in range(4))
     assert all(check.passed for check in verify_artifact(demo_artifact)), \
         [c for c in verify_artifact(demo_artifact) if not c.passed]
 
@@ -202,3 +204,31 @@ def test_an_rtc_artifact_runs_the_other_modes_and_others_refuse_rtc(
     plain = Runtime.load(tiny_artifact)
     with pytest.raises(ValueError, match='not built for real-time chunking'):
         plain.feeds(_view(plain.camera_slots), 0.0, committed=np.zeros((2, 7)))
+
+
+def test_guided_mode_compiles_and_matches_the_eager_pipeline(tiny_variant):
+    """The demo spec with rtc mode guided: the denoise stage's backward pass (rtc.GuidedExpert's
+    ATen graph) exported to ONNX Runtime; parity at delays 0-15 passed, lamp verify repeats
+    it, and a chunk pulled toward a previous plan matches the eager pipeline's."""
+    import json
+    import os
+
+    from lamp_ros.runtime import Runtime
+    from lamp_ros.whitebox.verify import verify_artifact
+    artifact = tiny_variant('rtc_guided', DEMO_SPEC)
+    evidence = json.load(open(os.path.join(artifact, 'evidence', 'parity.json')))
+    assert evidence['passed'], evidence['worst']
+    assert all(check.passed for check in verify_artifact(artifact))
+    runtime = Runtime.load(artifact)
+    assert runtime.guided and 'guidance_end' in runtime.artifact.graph.inputs
+    obs = _view(runtime.camera_slots)
+    previous = runtime.infer(obs) + 0.05
+    runtime.reset()
+    chunk = runtime.infer(obs, committed=previous, delay=5, end=20)
+    policy = build_pipeline(load_spec(DEMO_SPEC)).policy
+    eager = policy.infer(obs, committed=previous, delay=5, guidance={
+        'end': 20, 'schedule': 'linear', 'max_weight': 10.0})
+    np.testing.assert_allclose(chunk, eager, atol=1e-4, rtol=1e-3)
+    with pytest.raises(ValueError, match='built for rtc mode guided'):
+        Runtime.load(artifact, overrides={'chunker': {'merge_mode': 'rtc',
+                                                      'rtc': {'mode': 'trained'}}})
