@@ -9,11 +9,12 @@ mode by overriding the chunker's merge mode. Real-time chunking (`rtc`) needs an
 denoise stage takes the committed actions (its spec's merge_mode rtc, as the demo's); such an
 artifact runs the other modes too (no delay: plain sampling).
 
-For each merge mode (ops/chunker.py MERGE_CHOICES; rtc/guided with --spec only) and injected
-latency D (each tick sees the observation of D ticks earlier: the chunk it starts is D ticks
-late, its first actions already due), the same episodes (same seed) report success rate, mean
-error, RMS jerk, and the largest command jump and kink (sim/evaluate.py) at a chunk boundary.
-The PNG beside the JSON draws each against the latency, one line per mode.
+For each merge mode (ops/chunker.py MERGE_CHOICES; by default rtc/guided with --spec only, an
+artifact runs the rtc mode it was built for) and injected latency D (each tick sees the
+observation of D ticks earlier: the chunk it starts is D ticks late, its first actions already
+due), the same episodes (same seed) report success rate, mean error, RMS jerk, and the largest
+command jump and kink (sim/evaluate.py) at a chunk boundary. The PNG beside the JSON draws each
+against the latency, one line per mode.
 """
 
 import argparse

@@ -347,8 +347,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('--seed', type=int, default=0, help='where the episodes put the cube')
     from lamp_ros.ops.chunker import MERGE_CHOICES
     p.add_argument('--merge-mode', choices=MERGE_CHOICES,
-                   help='override how a new chunk is merged into the plan (rtc/guided: a '
-                        'spec\'s eager pipeline only)')
+                   help='override how a new chunk is merged into the plan (rtc: a spec, or '
+                        'an artifact built with that rtc mode)')
     p.add_argument('--expert', action='store_true',
                    help='the scripted expert at the artifact\'s rate and max step, for reference')
     p.add_argument('--out', help='report JSON (a PNG of the errors is written beside it)')
