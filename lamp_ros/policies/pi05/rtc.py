@@ -15,8 +15,8 @@ helpers; `inpaint` is the eager form's entry.
 Guided mode (`guided`, the RTC paper's prefix guidance) serves a model never trained with
 delays: the previous chunk's actions for the same times pull the new chunk, fully before the
 delay and less and less after it (`prefix_weights`), through the gradient of the model's
-predicted clean actions at every Euler step. The eager pipeline runs it; no backend compiles a
-backward pass yet.
+predicted clean actions at every Euler step (`GuidedExpert`, which also keeps that computation,
+backward pass included, as a graph an export can follow).
 """
 
 import math
@@ -79,13 +79,12 @@ def prefix_weights(delay, end, horizon: int, schedule: str) -> torch.Tensor:
     graph takes them as inputs)."""
     if schedule not in SCHEDULES:
         raise ValueError(f'prefix_schedule {schedule!r}: one of {", ".join(SCHEDULES)}')
-    index = torch.arange(horizon)
     end = torch.clamp(torch.as_tensor(end).reshape(()), 0, horizon)
-    delay = torch.minimum(torch.clamp(torch.as_tensor(delay).reshape(()), min=0), end)
-    index, end, delay = index.to(end.device), end, delay.to(end.device)
-    ones = (index < delay).float()
+    delay = torch.minimum(torch.clamp(torch.as_tensor(delay).reshape(()).to(end.device),
+                                      min=0), end)
+    index = torch.arange(horizon, device=end.device)
     if schedule == 'zeros':
-        return ones
+        return (index < delay).float()
     if schedule == 'ones':
         return (index < end).float()
     ramp = 1.0 - (index - delay + 1).float() / (end - delay + 1).float()
