@@ -4,8 +4,9 @@
 # temporal_ensemble), with merge_mode rtc (trained) and, unless GUIDED=0, rtc mode guided (its
 # build may fail without stopping the rest), then the artifacts and the eager pipeline's three
 # modes are timed in one process. On a GPU machine (device tool) or, with
-# SPEC=config/specs/pi05_tiny.yaml DEVICE=cpu, here. FAST=1 builds every variant with one
-# parity sample and one prompt length (no fusion.text_lengths): quicker, the same for all three.
+# SPEC=config/specs/pi05_tiny.yaml DEVICE=cpu, here. FAST=1 builds every variant with two
+# parity samples (delays 0 and 5) and one prompt length (no fusion.text_lengths): quicker, the
+# same for all three.
 # Results go to $OUT (or ./out).
 set -euo pipefail
 spec="${SPEC:-config/specs/pi05_full.yaml}"
@@ -21,7 +22,7 @@ import sys, yaml
 spec, folder, fast = sys.argv[1], sys.argv[2], sys.argv[3] == '1'
 data = yaml.safe_load(open(spec))
 if fast:
-    data['parity'] = {**data.get('parity', {}), 'samples': 1}
+    data['parity'] = {**data.get('parity', {}), 'samples': 2}
     data['fusion'] = {**data.get('fusion', {}), 'text_lengths': []}
 for name, mode, rtc in (('plain', 'temporal_ensemble', None), ('rtc', 'rtc', 'trained'),
                         ('guided', 'rtc', 'guided')):
