@@ -148,7 +148,9 @@ def export_model(module, args, path: str, opset: int, input_names: list, output_
         try:
             model = _torchscript(torch, module, args, path, opset, input_names, output_names)
         except Exception as exc:  # noqa: BLE001 - the last exporter: say both failures
-            before = f'; the torch.export-based one: {failure}' if failure else ''
+            before = f'; the torch.export-based one: {failure}' if failure else \
+                ('; build.onnx_exporter: auto or dynamo would try the torch.export-based one'
+                 if exporter == 'torchscript' else '')
             raise ExportError(f'the TorchScript ONNX exporter failed ({_first_line(exc)})'
                               f'{before}') from exc
         return model, 'torchscript', failure
