@@ -10,7 +10,7 @@ import time
 import pytest
 
 from lamp_ros.regress.bag import read_bag
-from lamp_ros.regress.live import live_replay
+from lamp_ros.regress.live import live_replay, LiveReplayError
 from lamp_ros.regress.replay import replay
 
 pytestmark = pytest.mark.ros
@@ -76,7 +76,10 @@ def test_record_the_node_then_replay_the_recording(tiny_artifact, make_harness, 
 def test_live_replay_into_a_running_node(demo_artifact, make_harness):
     h = make_harness(demo_artifact, sim=False, execution='sync', image_transport='compressed')
     assert h.transition(CONFIGURE) and h.transition(ACTIVATE)
-    report = live_replay('test/data/pi05_tiny_sim', rate=1.0)
+    try:
+        report = live_replay('test/data/pi05_tiny_sim', rate=1.0)
+    except LiveReplayError as exc:  # what the node said about the inputs it got, if any
+        pytest.fail(f'{exc}\n--- the node\'s log ---\n{h.log()[-4000:]}')
     assert report['mode'] == 'live'
     assert {'passed', 'max_abs_error', 'within_tolerance_pct', 'messages'} <= set(report)
     # The replay starts publishing once the node's subscriptions and command publisher are
