@@ -36,6 +36,15 @@ MERGE_CHOICES = MERGE_MODES + ('rtc/trained', 'rtc/guided')
 WHERE = 'chunker'
 
 
+def padded_actions(rows, horizon: int) -> np.ndarray:
+    """(horizon, J) float32: `rows` (n <= horizon, J) first, zeros after; the fixed shape of
+    real-time chunking's committed actions whatever their number."""
+    rows = np.asarray(rows, np.float32)
+    out = np.zeros((horizon, rows.shape[-1]), np.float32)
+    out[:len(rows)] = rows
+    return out
+
+
 def merge_settings(choice: str, chunker: dict | None = None) -> dict:
     """A chunker's settings (a spec's `control.chunker`, default none) with its merge set by
     `choice` (MERGE_CHOICES): 'rtc/guided' sets merge_mode rtc and its mode; any mode but
@@ -204,13 +213,13 @@ class ActionChunker:
         (`committed`'s rows); end: how far the guided mode pulls toward them, the plan's end
         or, with rtc.execution_horizon s, at most H - s)."""
         check_state(state, self.init_state(), WHERE)
-        previous = np.zeros((self.horizon, self.joints), dtype=np.float32)
         start = int(round((check_finite_float(t_obs, 't_obs', WHERE) - state['t0'][0])
                           / self.dt))
         if not state['valid'][0] or start < 0:
-            return previous, np.int64(0), np.int64(0)
+            return (padded_actions(np.zeros((0, self.joints)), self.horizon), np.int64(0),
+                    np.int64(0))
         rows = self.plan(state)[start:start + self.horizon]
-        previous[:len(rows)] = rows
+        previous = padded_actions(rows, self.horizon)
         delay = len(self.committed(state, t_obs, t_now))
         end = len(rows)
         horizon = (self.rtc or {}).get('execution_horizon')

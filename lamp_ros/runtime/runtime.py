@@ -27,7 +27,7 @@ from lamp_ros.artifact.manifest import ArtifactError
 from lamp_ros.backends import get_backend
 from lamp_ros.backends.base import BackendUnavailable, LoadContext
 from lamp_ros.observation import validate_observation
-from lamp_ros.ops.chunker import ActionChunker
+from lamp_ros.ops.chunker import ActionChunker, padded_actions
 from lamp_ros.runtime.arena import Arena
 from lamp_ros.runtime.device import cuda_device_count
 from lamp_ros.runtime.profiler import Profiler
@@ -221,9 +221,7 @@ class Runtime:
         if not 0 <= delay <= len(rows) or not 0 <= end <= horizon:
             raise ValueError(f'committed: delay {delay} and end {end} must be within the '
                              f'{len(rows)} actions given and the chunk of {horizon}')
-        committed = np.zeros((horizon, len(self.joint_names)), np.float32)
-        committed[:len(rows)] = rows
-        out = {'committed': committed, 'delay': np.int64(delay)}
+        out = {'committed': padded_actions(rows, horizon), 'delay': np.int64(delay)}
         if self.guided:
             out['guidance_end'] = np.int64(end)
         return out
@@ -243,7 +241,7 @@ class Runtime:
             committed, delay, end = chunker.rtc_inputs(self.state.get(node_id),
                                                        feeds['t_obs'], t_arrive)
         else:
-            committed = np.zeros((chunker.horizon, chunker.joints), np.float32)
+            committed = padded_actions(np.zeros((0, chunker.joints)), chunker.horizon)
             delay = end = np.int64(0)
         self.last_delay = int(delay)
         out = {**feeds, 'committed': committed, 'delay': delay}

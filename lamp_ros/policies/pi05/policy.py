@@ -15,6 +15,7 @@ import numpy as np
 import torch
 
 from lamp_ros.observation import DEFAULT_PROMPT, PolicyInterface, validate_observation
+from lamp_ros.ops.chunker import padded_actions
 from lamp_ros.ops.image import preprocess_image, stack_cameras
 from lamp_ros.ops.noise import sample_noise
 from lamp_ros.ops.normalize import (normalize_actions, Normalizer, NormStats,
@@ -308,9 +309,7 @@ class Pi05Policy:
             if rows.ndim != 2 or rows.shape[1] != joints or len(rows) > horizon:
                 raise ValueError(f'committed: expected (d <= {horizon}, {joints}), got '
                                  f'{rows.shape}')
-            committed = np.zeros((horizon, joints), np.float32)
-            committed[:len(rows)] = rows
-            return committed, np.int64(len(rows))
+            return padded_actions(rows, horizon), np.int64(len(rows))
         if np.shape(committed) != (horizon, joints):
             raise ValueError(f'committed: expected ({horizon}, {joints}) with a delay, got '
                              f'{np.shape(committed)}')
