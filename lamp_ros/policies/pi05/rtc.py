@@ -112,7 +112,8 @@ class GuidedExpert(nn.Module):
     the ATen graph of the whole computation, backward included (make_fx over the functional
     form, its weights as inputs), traced on the first call for each input signature; every
     later call, an export's included, runs that graph with the module's own weights, which
-    keep their names."""
+    keep their names. Its shapes are fixed: an export with a dynamic dimension (the cuda
+    backend's prompt lengths, fusion.text_lengths) is refused with the reason."""
 
     def __init__(self, expert, schedule: str = 'linear', max_weight: float = 10.0):
         super().__init__()
@@ -150,6 +151,11 @@ class GuidedExpert(nn.Module):
         dtype = self.expert.action_in_proj.weight.dtype
         args = (k_cache, v_cache, prefix_mask, noise.to(dtype), previous.to(dtype),
                 delay, end)
+        if any(isinstance(size, torch.SymInt) for a in args for size in a.shape):
+            raise ValueError(
+                'rtc mode guided: the denoise stage\'s gradient graph is traced for fixed '
+                'shapes, and this export asks for a prompt-length-dependent one; leave '
+                'fusion.text_lengths empty ([]) for rtc mode guided')
         key = tuple((tuple(a.shape), a.dtype, a.device.type) for a in args)
         graph = self._graphs.get(key)
         if graph is None:

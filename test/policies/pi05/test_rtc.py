@@ -7,7 +7,7 @@ import pytest
 import torch
 from conftest import DEMO_SPEC
 
-from lamp_ros.policies.pi05.rtc import guided, inpaint, prefix_weights
+from lamp_ros.policies.pi05.rtc import GuidedExpert, guided, inpaint, prefix_weights
 from lamp_ros.sim.scene import render
 from lamp_ros.spec import load_spec
 from lamp_ros.trace.from_spec import build_pipeline
@@ -100,6 +100,20 @@ def test_guidance_pulls_the_chunk_toward_the_previous_one_and_nothing_is_plain(d
     gap_after = (previous - pulled)[:, :5, :7].abs().mean()
     assert gap_after < 0.95 * gap_before, (gap_before, gap_after)
     assert (pulled - free)[:, 30:, :7].abs().mean() < (pulled - free)[:, :5, :7].abs().mean()
+
+
+def test_guided_mode_refuses_an_export_across_prompt_lengths(demo_cache):
+    """The guided stage's gradient graph is traced at fixed shapes: an export that makes the
+    prompt length dynamic (the cuda backend's fusion.text_lengths) is refused by name."""
+    expert, (k, v, mask) = demo_cache
+    stage = GuidedExpert(expert).eval()
+    noise = _noise(0)
+    args = (k, v, mask, noise, noise.clone(), torch.tensor(5), torch.tensor(20))
+    length = torch.export.Dim('length', min=8, max=k.shape[2])
+    dynamic = ({2: length}, {2: length}, {1: length}, None, None, None, None)
+    with pytest.raises(ValueError, match=r'leave fusion.text_lengths empty \(\[\]\) for rtc '
+                                         'mode guided'):
+        torch.export.export(stage, args, strict=False, dynamic_shapes=dynamic)
 
 
 def test_the_policy_starts_its_chunk_with_the_committed_actions():
