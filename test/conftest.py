@@ -104,6 +104,13 @@ def demo_artifact(tmp_path_factory):
 
 
 @pytest.fixture(scope='session')
+def int8_artifact(tmp_path_factory):
+    """The demo policy with a measured int8 precision plan (config/specs/pi05_tiny_int8.yaml)."""
+    return shared_build(tmp_path_factory, 'pi05_tiny_int8',
+                        _compiler('config/specs/pi05_tiny_int8.yaml'))
+
+
+@pytest.fixture(scope='session')
 def act_small_artifact(tmp_path_factory):
     """The ACT-style reference policy's CPU artifact (config/specs/act_small.yaml)."""
     return shared_build(tmp_path_factory, 'act_small', _compiler('config/specs/act_small.yaml'))

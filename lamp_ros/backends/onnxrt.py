@@ -97,7 +97,6 @@ def export_onnx(ctx, path: str, weights: tuple, length: tuple | None = None) -> 
     `weights`: what _weights_for_precision made; `length`: (TextAxis, n) to export at a prompt
     of n tokens (the example's token inputs cut to n), static like the full one."""
     import onnx
-    from onnx import TensorProto
     import torch
 
     for node_id in ctx.group.nodes:
@@ -127,20 +126,26 @@ def export_onnx(ctx, path: str, weights: tuple, length: tuple | None = None) -> 
             offsets[rel] = safetensors_offsets(os.path.join(ctx.root, rel))
         if key not in offsets[rel]:
             raise ValueError(f'{rel}: no tensor {key!r} for ONNX initializer {init.name}')
-        offset, size = offsets[rel][key]
         bindings[init.name] = {'file': rel, 'tensor': key}
-        for field in ('raw_data', 'float_data', 'int32_data', 'int64_data', 'double_data'):
-            init.ClearField(field)
-        init.data_location = TensorProto.EXTERNAL
-        del init.external_data[:]
-        location = os.path.relpath(os.path.join(ctx.root, rel), os.path.dirname(path))
-        for key, value in (('location', location), ('offset', offset), ('length', size)):
-            entry = init.external_data.add()
-            entry.key, entry.value = key, str(value)
+        point_at(init, ctx.root, path, rel, offsets[rel][key])
     model.producer_name = 'lamp_ros'
     model.producer_version = ''
     onnx.save(model, path)
     return bindings, used, failure
+
+
+def point_at(init, root: str, model_path: str, rel: str, span: tuple) -> None:
+    """Make ONNX initializer `init` external data at `span` (offset, length) of the
+    safetensors file `rel` (relative to the artifact `root`), from the model at `model_path`."""
+    from onnx import TensorProto
+    for field in ('raw_data', 'float_data', 'int32_data', 'int64_data', 'double_data'):
+        init.ClearField(field)
+    init.data_location = TensorProto.EXTERNAL
+    del init.external_data[:]
+    location = os.path.relpath(os.path.join(root, rel), os.path.dirname(model_path))
+    for key, value in (('location', location), ('offset', span[0]), ('length', span[1])):
+        entry = init.external_data.add()
+        entry.key, entry.value = key, str(value)
 
 
 def length_file(group: str, n: int) -> str:
@@ -196,9 +201,10 @@ class OrtRunner:
     results are numpy arrays by value name."""
 
     def __init__(self, group, root: str, device: str, threads: int = 0,
-                 profile_prefix: str | None = None):
+                 profile_prefix: str | None = None, probes: tuple = ()):
         """profile_prefix: turn on ORT's per-node profiling, writing <prefix>_*.json
-        (`lamp profile` uses it; the runtime never does)."""
+        (`lamp profile` uses it; the runtime never does). probes: values inside the group to
+        output too (`run_probes`; `lamp diff --layers` reads its layers' inputs and outputs)."""
         try:
             import onnxruntime as ort
         except ImportError as exc:
@@ -233,7 +239,14 @@ class OrtRunner:
                 options.enable_profiling = True
                 options.profile_file_prefix = profile_prefix
             options.add_external_initializers(names, self._weights)
-            return ort.InferenceSession(os.path.join(root, rel), options, providers=providers)
+            # a group with int8 layers runs without the fusions that would undo them
+            # (onnx_int8.py DISABLED_OPTIMIZERS)
+            disabled = {'disabled_optimizers': meta['disabled_optimizers']} \
+                if meta.get('disabled_optimizers') else {}
+            model = os.path.join(root, rel)
+            if probes:
+                model = _with_outputs(model, probes)
+            return ort.InferenceSession(model, options, providers=providers, **disabled)
 
         self.text = text_lengths.TextAxis.from_dict(meta['text']) if meta.get('text') else None
         self.session = session(meta['onnx'])  # the full prompt length
@@ -246,6 +259,7 @@ class OrtRunner:
                              f'{list(self.text.lengths)}')
         self.inputs = tuple(group.inputs)
         self.outputs = tuple(group.outputs)
+        self.probes = tuple(probes)
         self.providers = self.session.get_providers()
         self.last_text_length = None  # until the first run
 
@@ -276,6 +290,47 @@ class OrtRunner:
         session.run_with_iobinding(binding)
         return {name: out[name] for name in self.outputs}
 
+    def run_probes(self, feeds: dict) -> dict:
+        """The group's outputs and its `probes` for these feeds."""
+        session, feeds = self.session_for(feeds)
+        names = list(self.outputs + self.probes)
+        results = session.run(names, {name: np.asarray(feeds[name]) for name in self.inputs})
+        return dict(zip(names, results))
+
+
+def model_with_weights(group, root: str):
+    """The group's ONNX model (its full prompt length) with every bound weight inside it: for
+    tools that rewrite or cut the graph (onnx_int8.py, `lamp diff --layers`)."""
+    import onnx
+    from onnx import numpy_helper
+    model = onnx.load(os.path.join(root, group.build['onnx']), load_external_data=False)
+    files = {}
+    for init in model.graph.initializer:
+        ref = group.build['weights'].get(init.name)
+        if ref is None:
+            continue
+        if ref['file'] not in files:
+            files[ref['file']] = load_tensors(root, ref['file'])
+        init.CopyFrom(numpy_helper.from_array(files[ref['file']][ref['tensor']], init.name))
+    return model
+
+
+def _with_outputs(path: str, names: tuple) -> bytes:
+    """The ONNX model at `path` with the values `names` as graph outputs too (serialised;
+    its weights stay external, handed to the session by name)."""
+    import onnx
+    model = onnx.load(path, load_external_data=False)
+    known = {o.name for o in model.graph.output}
+    model.graph.output.extend(onnx.helper.make_empty_tensor_value_info(n)
+                              for n in names if n not in known)
+    return model.SerializeToString()
+
 
 def load(group, ctx):
     return OrtRunner(group, ctx.root, ctx.device, threads=ctx.threads)
+
+
+def precision_lowering(group, root: str):
+    """The int8 lowering a precision plan uses on this backend (onnx_int8.py)."""
+    from lamp_ros.backends.onnx_int8 import Int8Lowering
+    return Int8Lowering(group, root)

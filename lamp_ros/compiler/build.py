@@ -208,6 +208,15 @@ def compile_spec(spec_path: str, out: str, progress=None,
         versions = tool_versions()
         write_manifest(root, spec.target, abi, versions, spec.name)
 
+        if spec.precision.auto:
+            from lamp_ros.compiler.precision_plan import plan_precision, render_precision
+            plan, precision = plan_precision(root, spec, pipeline, say)
+            _dump(root, 'plan.json', plan.to_dict())
+            _dump(root, 'evidence/precision.json', precision)
+            render_precision(precision, os.path.join(root, 'evidence', 'precision.png'))
+            write_manifest(root, spec.target, abi, versions, spec.name)
+            done('precision_plan')
+
         from lamp_ros.runtime import Runtime
         say('parity against the eager reference')
         runtime = Runtime.load(root)

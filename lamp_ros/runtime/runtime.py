@@ -133,7 +133,15 @@ class Runtime:
         rate_hz: the control rate the ticks come at, when not the artifact's (abi.rate_hz): the
         chunker's step and the deadline of every tick follow it.
         """
-        artifact = open_artifact(path)
+        return cls.from_artifact(open_artifact(path), device, execution, profile_window,
+                                 overrides, threads, rate_hz)
+
+    @classmethod
+    def from_artifact(cls, artifact, device: str | None = None, execution: str = 'sync',
+                      profile_window: int = 1000, overrides: dict | None = None,
+                      threads: int = 0, rate_hz: float | None = None) -> 'Runtime':
+        """`load` for an artifact already opened (artifact/load.py): the compiler runs
+        variants of the one it is building (its precision plan) without writing each out."""
         if rate_hz is not None:
             if not rate_hz > 0:
                 raise ValueError(f'rate_hz: must be > 0, got {rate_hz}')

@@ -11,6 +11,7 @@ import os
 
 from lamp_ros.spec.build_options import (build_options, BuildOptions, check_keys, read_yaml,
                                          SpecError)
+from lamp_ros.spec.precision import precision_plan, PrecisionPlan
 from lamp_ros.spec.robot import parse_robot, Robot
 
 # The shortest prompt length a group runs at: torch.export specialises a dimension of size 0 or
@@ -55,6 +56,7 @@ class Spec:
     build: BuildOptions = BuildOptions()
     source: str = ''    # path the spec was read from
     robot: Robot | None = None  # the embodiment (spec/robot.py); None: the policy's own
+    precision: PrecisionPlan = PrecisionPlan()  # spec/precision.py: manual or planned
 
     def choice(self, op: str) -> StageChoice:
         return self.stages.get(op, self.stages['default'])
@@ -74,7 +76,10 @@ class Spec:
                            for k, c in self.stages.items()},
                 'fusion': self.fusion, 'parity': self.parity, 'passes': self.passes,
                 'build': self.build.to_dict(),
-                **({'robot': self.robot.to_dict()} if self.robot else {})}
+                **({'robot': self.robot.to_dict()} if self.robot else {}),
+                # only a spec that plans: the ids of every other spec stay as they were
+                **({'precision': self.precision.to_dict()}
+                   if self.precision != PrecisionPlan() else {})}
 
 
 def _stage_choice(d, where, target) -> StageChoice:
@@ -114,7 +119,7 @@ def _passes(d) -> dict:
 def parse_spec(d: dict, source: str = '') -> Spec:
     """Validate a spec mapping into a Spec; errors name the key path."""
     check_keys(d, {'schema', 'name', 'policy', 'weights', 'control', 'target', 'stages',
-                   'fusion', 'parity', 'passes', 'build', 'robot'}, '')
+                   'fusion', 'parity', 'passes', 'build', 'robot', 'precision'}, '')
     if d.get('schema', SCHEMA) != SCHEMA:
         raise SpecError(f'schema: {d["schema"]!r}, expected {SCHEMA!r}')
     for key in ('name', 'policy', 'target'):
@@ -183,7 +188,8 @@ def parse_spec(d: dict, source: str = '') -> Spec:
               **fusion}
     return Spec(name=d['name'], policy=policy, weights=weights, control=control, target=target,
                 stages=stages, fusion=fusion, parity=parity, passes=passes,
-                build=build_options(d.get('build') or {}), source=source, robot=robot)
+                build=build_options(d.get('build') or {}), source=source, robot=robot,
+                precision=precision_plan(d.get('precision') or {}))
 
 
 def _check_device_letterbox(frames, target: str) -> None:

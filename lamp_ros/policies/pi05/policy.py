@@ -79,9 +79,12 @@ class Pi05Policy:
     implementation. `provenance`: where the weights came from (an imported checkpoint's files
     and their sha256, which tensor came from where), kept in the artifact. `supports_rtc`:
     the real-time chunking modes `infer(observation, committed=..., delay=...)` runs (rtc.py;
-    trained: for a model trained with RTC delays, as the demo policy is; guided: any)."""
+    trained: for a model trained with RTC delays, as the demo policy is; guided: any).
+    `loop_state_layers`: the layers that read the denoise loop's state x_t or write its
+    velocity, which a precision plan keeps at full precision (compiler/precision_plan.py)."""
 
     supports_rtc = ('trained', 'guided')
+    loop_state_layers = ('denoise.action_in_proj', 'denoise.action_out_proj')
 
     def __init__(self, config: Pi05Config, model: Pi05Model, tokenizer: Tokenizer,
                  robot: RobotIO | NormStats, glue: GlueConfig = GlueConfig(),
