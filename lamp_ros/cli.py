@@ -107,6 +107,19 @@ def _record(args) -> int:
     return 0
 
 
+def _calibration_set(args) -> int:
+    from lamp_ros.artifact.load import open_artifact
+    from lamp_ros.regress.calibration_set import bag_observations, write_npz
+    abi = open_artifact(args.artifact).manifest['abi']
+    observations = bag_observations(args.bag, abi['camera_slots'], abi['joint_names'],
+                                    args.prompt if abi.get('prompt', True) else None,
+                                    args.samples)
+    paths = write_npz(observations, args.out)
+    print(f'wrote {len(paths)} observations -> {args.out} (precision.calibration: '
+          f'{{source: npz, path: {args.out}}})')
+    return 0
+
+
 def _replay(args) -> int:
     from lamp_ros.regress import replay as rp
     if not args.live and not args.artifact:
@@ -314,6 +327,17 @@ def build_parser() -> argparse.ArgumentParser:
                    help='camera slots to record (/camera/<slot>/image_raw, raw and compressed); '
                    'default: the simulated arm\'s')
     p.set_defaults(func=_record)
+
+    p = sub.add_parser('calibration-set', help='observations from a bag as .npz files, for a '
+                       'precision plan\'s calibration (precision.calibration source npz)')
+    p.add_argument('bag')
+    p.add_argument('--artifact', required=True,
+                   help='an artifact of the policy: its cameras, joint order and prompt use')
+    p.add_argument('--out', required=True, help='folder for the .npz files')
+    p.add_argument('--samples', type=int, default=32,
+                   help='observations, evenly spaced over the bag')
+    p.add_argument('--prompt', default='pick up the red cube and place it in the bowl')
+    p.set_defaults(func=_calibration_set)
 
     p = sub.add_parser('replay', help='replay a bag through an artifact and compare commands')
     p.add_argument('bag')
