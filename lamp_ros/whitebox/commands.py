@@ -11,6 +11,11 @@ def _inspect(args) -> int:
 
 
 def _diff(args) -> int:
+    if args.layers:
+        from lamp_ros.whitebox.layer_diff import run_layer_diff
+        return run_layer_diff(args.a, args.b, as_json=args.json, png=args.png,
+                              observations=args.observations, samples=args.samples,
+                              threshold=args.threshold)
     from lamp_ros.whitebox.diff_report import run_diff
     return run_diff(args.a, args.b, as_json=args.json, fail_on_change=args.fail_on_change)
 
@@ -38,6 +43,15 @@ def register(sub) -> None:
     p.add_argument('--json', action='store_true', help='plain JSON instead of text')
     p.add_argument('--fail-on-change', action='store_true',
                    help='exit 1 when graph, weights, plan or memory plan differ')
+    p.add_argument('--layers', action='store_true',
+                   help='run both on the same observations and compare every layer\'s output '
+                   'inside their ONNX Runtime groups: the error each adds, the first to diverge')
+    p.add_argument('--png', help='--layers: also draw the layers\' errors here')
+    p.add_argument('--observations', help='--layers: a folder of .npz observations (default: '
+                   'A\'s stored parity samples)')
+    p.add_argument('--samples', type=int, default=4, help='--layers: observations to run')
+    p.add_argument('--threshold', type=float, default=1e-2,
+                   help='--layers: the output error (max rel) that counts as diverged')
     p.set_defaults(func=_diff)
 
     p = sub.add_parser('verify', help='checksums, schemas and parity re-run on stored evidence')

@@ -49,6 +49,29 @@ def check_schema(root: str) -> str:
     return ''
 
 
+def stored_observations(root: str) -> tuple:
+    """The parity samples the build stored (evidence/parity_inputs.safetensors) -> ([{'obs',
+    'committed', 'delay', 'end'}], problems: one message per sample that cannot be read)."""
+    from safetensors.numpy import load_file
+    evidence = read_evidence(root, PARITY)
+    if evidence is None:
+        return [], [f'{PARITY}: missing']
+    inputs = load_file(os.path.join(root, INPUTS))
+    samples, problems = [], []
+    for i, prompt in enumerate(evidence['prompts']):
+        images = {k.split('/images.', 1)[1]: v for k, v in inputs.items()
+                  if k.startswith(f'{i}/images.')}
+        if f'{i}/state' not in inputs:
+            problems.append(f'{INPUTS}: no {i}/state for sample {i}')
+            continue
+        delay, end = inputs.get(f'{i}/rtc_delay_end', (None, None))
+        samples.append({'index': i, 'obs': {'images': images, 'state': inputs[f'{i}/state'],
+                                            'prompt': prompt},
+                        'committed': inputs.get(f'{i}/committed'), 'delay': delay,
+                        'end': end, 't': float(evidence.get('t', 0.0))})
+    return samples, problems
+
+
 def rerun_parity(root: str) -> list:
     """Re-run the stored parity samples; one message per output that misses the tolerance."""
     from safetensors.numpy import load_file
@@ -57,24 +80,17 @@ def rerun_parity(root: str) -> list:
     evidence = read_evidence(root, PARITY)
     if evidence is None:
         return [f'{PARITY}: missing']
-    inputs = load_file(os.path.join(root, INPUTS))
+    samples, problems = stored_observations(root)
     expected = load_file(os.path.join(root, EXPECTED))
     atol, rtol = evidence['tolerance']['atol'], evidence['tolerance']['rtol']
     runtime = Runtime.load(root, execution='sync')
-    problems = []
     try:
-        for i, prompt in enumerate(evidence['prompts']):
-            images = {k.split('/images.', 1)[1]: v for k, v in inputs.items()
-                      if k.startswith(f'{i}/images.')}
-            if f'{i}/state' not in inputs:
-                problems.append(f'{INPUTS}: no {i}/state for sample {i}')
-                continue
-            obs = {'images': images, 'state': inputs[f'{i}/state'], 'prompt': prompt}
+        for sample in samples:
+            i = sample['index']
             runtime.reset()
-            delay, end = inputs.get(f'{i}/rtc_delay_end', (None, None))
-            outputs = runtime.run(runtime.feeds(obs, float(evidence.get('t', 0.0)),
-                                                committed=inputs.get(f'{i}/committed'),
-                                                delay=delay, end=end))
+            outputs = runtime.run(runtime.feeds(sample['obs'], sample['t'],
+                                                committed=sample['committed'],
+                                                delay=sample['delay'], end=sample['end']))
             for name, value in outputs.items():
                 key = f'{i}/{name}'
                 if key not in expected:

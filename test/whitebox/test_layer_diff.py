@@ -1,0 +1,86 @@
+"""`lamp diff A B --layers` (whitebox/layer_diff.py) on real artifacts: the demo policy's build
+and a copy of it with one layer deliberately lowered to int8 by the precision plan's own
+lowering (backends/onnx_int8.py), the two run through their Runtimes and ONNX Runtime."""
+
+import json
+import os
+import shutil
+
+import pytest
+from conftest import DEMO_SPEC
+
+from lamp_ros.artifact.load import open_artifact
+from lamp_ros.artifact.manifest import read_manifest, write_manifest
+from lamp_ros.backends.onnx_int8 import Int8Lowering
+from lamp_ros.cli import main
+from lamp_ros.compiler.parity import parity_observations
+from lamp_ros.runtime import Runtime
+from lamp_ros.spec import load_spec
+from lamp_ros.trace.from_spec import build_pipeline
+from lamp_ros.whitebox.layer_diff import layer_diff, LayerDiffError
+
+LOWERED = 'prefix.layers.0.mlp.down_proj'
+
+
+@pytest.fixture(scope='module')
+def one_layer_int8(demo_artifact, tmp_path_factory):
+    """A copy of the demo artifact with LOWERED alone in int8: a valid artifact (its own plan
+    and manifest) of the same graph."""
+    root = str(tmp_path_factory.mktemp('one_layer') / 'artifact')
+    shutil.copytree(demo_artifact, root)
+    artifact = open_artifact(root)
+    (group,) = [g for g in artifact.plan.groups if g.backend == 'onnxruntime']
+    runtime = Runtime.load(root)
+    feeds = []
+    for obs in parity_observations(build_pipeline(load_spec(DEMO_SPEC)), 3):
+        runtime.reset()
+        values = {}
+        runtime.run(runtime.feeds(obs, 0.0), capture=values)
+        feeds.append({v: values[v] for v in group.inputs})
+    lowering = Int8Lowering(group, root)
+    lowering.calibrate(feeds, str(tmp_path_factory.mktemp('calibration')))
+    build = lowering.lower([LOWERED], 'model.int8')
+    plan = artifact.plan.to_dict()
+    for entry in plan['groups']:
+        if entry['name'] == group.name:
+            entry['build'] = build
+    with open(os.path.join(root, 'plan.json'), 'w') as f:
+        json.dump(plan, f)
+    os.remove(os.path.join(root, group.build['onnx']))
+    m = read_manifest(root)
+    write_manifest(root, m['target'], m['abi'], m['created_by'], m['name'] + '_one_int8')
+    return root
+
+
+def test_the_deliberately_lowered_layer_is_named_first(demo_artifact, one_layer_int8,
+                                                       tmp_path, capsys):
+    png = tmp_path / 'layers.png'
+    assert main(['diff', demo_artifact, one_layer_int8, '--layers', '--png', str(png)]) == 0
+    text = capsys.readouterr().out
+    assert text.splitlines()[3].split()[0] == LOWERED  # the table's first row
+    assert png.stat().st_size > 10_000
+    report = layer_diff(demo_artifact, one_layer_int8, samples=3)
+    (group,) = report['groups'].values()
+    assert group['by_added_error'][0] == LOWERED
+    rows = group['layers']
+    assert rows[LOWERED]['added']['max_rel'] > 1e-3
+    # every other layer computes as A's does: it adds nothing, whatever it receives
+    assert all(r['added']['max_rel'] < 1e-6 for n, r in rows.items() if n != LOWERED)
+    # nothing before it differs; the first layer past the threshold is it or after it
+    order = rows[LOWERED]['order']
+    assert all(r['output']['max_rel'] == 0 for r in rows.values() if r['order'] < order)
+    first = group['first_divergent']
+    assert first is None or rows[first]['order'] >= order
+    assert 0 < report['actions']['max_rel'] < 0.1
+
+
+def test_the_same_artifact_twice_adds_no_error(demo_artifact):
+    report = layer_diff(demo_artifact, demo_artifact, samples=2)
+    (group,) = report['groups'].values()
+    assert group['first_divergent'] is None and report['actions']['max_rel'] == 0
+    assert all(r['added']['max_rel'] == 0 for r in group['layers'].values())
+
+
+def test_artifacts_of_different_graphs_are_refused(demo_artifact, act_small_artifact):
+    with pytest.raises(LayerDiffError, match='not of one graph'):
+        layer_diff(demo_artifact, act_small_artifact)
