@@ -110,6 +110,33 @@ def int8_artifact(tmp_path_factory):
                         _compiler('config/specs/pi05_tiny_int8.yaml'))
 
 
+def calibrated_int8_lowering(artifact: str, tmp_path_factory, samples: int):
+    """(a copy of `artifact` (the demo policy's), the int8 lowering of its ONNX Runtime group
+    (backends/onnx_int8.py) calibrated on `samples` parity observations)."""
+    import shutil
+
+    from lamp_ros.artifact.load import open_artifact
+    from lamp_ros.backends.onnx_int8 import Int8Lowering
+    from lamp_ros.compiler.parity import parity_observations
+    from lamp_ros.runtime import Runtime
+    from lamp_ros.spec import load_spec
+    from lamp_ros.trace.from_spec import build_pipeline
+    root = str(tmp_path_factory.mktemp('int8_lowering') / 'artifact')
+    shutil.copytree(artifact, root)
+    (group,) = [g for g in open_artifact(root).plan.groups if g.backend == 'onnxruntime']
+    runtime = Runtime.load(root)
+    feeds = []
+    for obs in parity_observations(build_pipeline(load_spec(DEMO_SPEC)), samples):
+        runtime.reset()
+        values = {}
+        runtime.run(runtime.feeds(obs, 0.0), capture=values)
+        feeds.append({v: values[v] for v in group.inputs})
+    runtime.close()
+    lowering = Int8Lowering(group, root)
+    lowering.calibrate(feeds, str(tmp_path_factory.mktemp('calibration')))
+    return root, lowering
+
+
 @pytest.fixture(scope='session')
 def act_small_artifact(tmp_path_factory):
     """The ACT-style reference policy's CPU artifact (config/specs/act_small.yaml)."""

@@ -8,15 +8,14 @@ import os
 
 import numpy as np
 import pytest
-from conftest import DEMO_SPEC
+from conftest import calibrated_int8_lowering, DEMO_SPEC
 
 from lamp_ros.artifact.load import open_artifact
 from lamp_ros.backends import onnx_int8
-from lamp_ros.backends.onnx_int8 import Int8Lowering, PrecisionError
+from lamp_ros.backends.onnx_int8 import PrecisionError
 from lamp_ros.compiler.parity import parity_observations
 from lamp_ros.compiler.precision_plan import (action_error, calibration_observations, choose,
                                               PrecisionPlanError)
-from lamp_ros.runtime import Runtime
 from lamp_ros.spec import load_spec, parse_spec, SpecError
 from lamp_ros.spec.precision import Budget
 from lamp_ros.trace.from_spec import build_pipeline
@@ -115,21 +114,7 @@ def test_action_error_is_cosine_and_relative_error_and_flags_non_finite():
 def lowering(demo_artifact, tmp_path_factory):
     """The int8 lowering of a copy of the demo artifact's ONNX Runtime group, calibrated on
     two parity observations."""
-    import shutil
-    root = str(tmp_path_factory.mktemp('lowering') / 'artifact')
-    shutil.copytree(demo_artifact, root)
-    artifact = open_artifact(root)
-    (group,) = [g for g in artifact.plan.groups if g.backend == 'onnxruntime']
-    runtime = Runtime.load(root)
-    feeds = []
-    for obs in parity_observations(build_pipeline(load_spec(DEMO_SPEC)), 2):
-        runtime.reset()
-        values = {}
-        runtime.run(runtime.feeds(obs, 0.0), capture=values)
-        feeds.append({v: values[v] for v in group.inputs})
-    lowering = Int8Lowering(group, root)
-    lowering.calibrate(feeds, str(tmp_path_factory.mktemp('calibration')))
-    return lowering
+    return calibrated_int8_lowering(demo_artifact, tmp_path_factory, 2)[1]
 
 
 def test_a_layer_left_in_float_by_the_quantizer_is_refused_by_name(lowering):

@@ -4,19 +4,13 @@ lowering (backends/onnx_int8.py), the two run through their Runtimes and ONNX Ru
 
 import json
 import os
-import shutil
 
 import pytest
-from conftest import DEMO_SPEC
+from conftest import calibrated_int8_lowering
 
 from lamp_ros.artifact.load import open_artifact
 from lamp_ros.artifact.manifest import read_manifest, write_manifest
-from lamp_ros.backends.onnx_int8 import Int8Lowering
 from lamp_ros.cli import main
-from lamp_ros.compiler.parity import parity_observations
-from lamp_ros.runtime import Runtime
-from lamp_ros.spec import load_spec
-from lamp_ros.trace.from_spec import build_pipeline
 from lamp_ros.whitebox.layer_diff import layer_diff, LayerDiffError
 
 LOWERED = 'prefix.layers.0.mlp.down_proj'
@@ -26,19 +20,9 @@ LOWERED = 'prefix.layers.0.mlp.down_proj'
 def one_layer_int8(demo_artifact, tmp_path_factory):
     """A copy of the demo artifact with LOWERED alone in int8: a valid artifact (its own plan
     and manifest) of the same graph."""
-    root = str(tmp_path_factory.mktemp('one_layer') / 'artifact')
-    shutil.copytree(demo_artifact, root)
+    root, lowering = calibrated_int8_lowering(demo_artifact, tmp_path_factory, 3)
     artifact = open_artifact(root)
-    (group,) = [g for g in artifact.plan.groups if g.backend == 'onnxruntime']
-    runtime = Runtime.load(root)
-    feeds = []
-    for obs in parity_observations(build_pipeline(load_spec(DEMO_SPEC)), 3):
-        runtime.reset()
-        values = {}
-        runtime.run(runtime.feeds(obs, 0.0), capture=values)
-        feeds.append({v: values[v] for v in group.inputs})
-    lowering = Int8Lowering(group, root)
-    lowering.calibrate(feeds, str(tmp_path_factory.mktemp('calibration')))
+    group = lowering.group
     build = lowering.lower([LOWERED], 'model.int8')
     plan = artifact.plan.to_dict()
     for entry in plan['groups']:
