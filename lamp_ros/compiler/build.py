@@ -2,8 +2,10 @@
 
 The stages, in order: load the spec, build the eager pipeline, trace it (with op-level
 subgraphs), apply graph passes, assign backends and partition, write weights and resources,
-compile each group with its backend, plan memory, write graph/plan/memory, check parity of the
-loaded artifact against the eager reference, write the evidence and the manifest. The artifact
+compile each group with its backend, plan memory, write graph/plan/memory, make the precision
+plan where the spec asks for one (compiler/precision_plan.py: layers lowered where the measured
+action error allows), check parity of the loaded artifact against the eager reference, write
+the evidence and the manifest. The artifact
 is built in a temporary directory and moved into place at the end.
 
 What decides behaviour (graph, plan, memory plan, weights, compiled groups, resources, spec)

@@ -49,8 +49,9 @@ def profile_summary(profile: dict | None) -> dict | None:
 
 def _members(group: dict) -> str:
     """Member stages in order; those captured from a second stream say so, a group captured
-    for several prompt lengths names them, and one with GEMMs on stored cuBLASLt algorithms
-    says how many and where they were measured."""
+    for several prompt lengths names them, one with a precision plan says how many layers it
+    lowered, and one with GEMMs on stored cuBLASLt algorithms says how many and where they
+    were measured."""
     side = set(group.get('side_stages', ()))
     members = ', '.join(n + (' (side stream)' if n in side else '') for n in group['nodes'])
     lengths = group.get('text_lengths')
@@ -59,6 +60,11 @@ def _members(group: dict) -> str:
         checked = (f', each checked against the full one: max rel {max(check.values()):.2g}'
                    if check else '')
         members += f'; prompt lengths {", ".join(map(str, lengths))}{checked}'
+    planned = group.get('precision_plan')
+    if planned:
+        lowered = [n for n, d in planned['layers'].items() if d['precision'] != 'fp32']
+        members += (f'; precision plan: {len(lowered)} of {len(planned["layers"])} layers in '
+                    f'{planned["lowered_to"]} (evidence/precision.json)')
     stored = group.get('gemm_algorithms')
     if stored:
         members += (f'; {stored["linears"]} linears on stored cuBLASLt algorithms (cuBLASLt '
@@ -79,7 +85,8 @@ def inspect_artifact(path: str) -> dict:
                'side_stages': list(g.side_stages),
                'text_lengths': captured_lengths(g.build),
                'text_check': g.build.get('text_check'),
-               'gemm_algorithms': g.build.get('cublaslt')}
+               'gemm_algorithms': g.build.get('cublaslt'),
+               'precision_plan': g.build.get('precision_plan')}
               for g in plan.groups]
     nodes = [{'id': n.id, 'op': n.op, 'kind': n.kind, 'group': group_of.get(n.id),
               'hash': hashes[n.id], 'ops': len(n.subgraph.ops) if n.subgraph else 0,

@@ -11,6 +11,7 @@ import pytest
 from conftest import calibrated_int8_lowering, DEMO_SPEC
 
 from lamp_ros.artifact.load import open_artifact
+from lamp_ros.cli import main
 from lamp_ros.backends import onnx_int8
 from lamp_ros.backends.onnx_int8 import PrecisionError
 from lamp_ros.compiler.parity import parity_observations
@@ -189,3 +190,13 @@ def test_npz_observations_calibrate_and_bad_files_are_named(tmp_path):
     empty = parse_spec(_spec({'calibration': {'source': 'npz', 'path': str(tmp_path / 'no')}}))
     with pytest.raises(PrecisionPlanError, match='no folder'):
         calibration_observations(empty, pipeline)
+
+
+def test_inspect_says_how_many_layers_the_plan_lowered(int8_artifact, capsys):
+    from lamp_ros.whitebox.inspect import _members
+    evidence, name, group = _evidence(int8_artifact)
+    assert main(['inspect', int8_artifact, '--json']) == 0
+    (shown,) = [g for g in json.loads(capsys.readouterr().out)['groups'] if g['name'] == name]
+    assert set(shown['precision_plan']['layers']) == set(group['layers'])
+    assert (f'precision plan: {len(group["chosen"])} of {len(group["layers"])} layers in int8'
+            in _members(shown))
