@@ -81,6 +81,15 @@ class Fp8Linear(nn.Module):
         return y if self.bias is None else y + self.bias
 
 
+def fp8_off_kernel(modules: dict) -> list:
+    """'<node>.<module path>' of every Fp8Linear in `modules` ({node: stage module}) that is
+    not on its kernel: its FP8 numbers are imitated in float math, at float speed. On a GPU
+    that is a precision asked for and not given (the cuda backend refuses such a build)."""
+    return [f'{node}.{name}' for node, stage in modules.items()
+            for name, module in stage.named_modules()
+            if isinstance(module, Fp8Linear) and not module.kernel]
+
+
 class KNLinear(nn.Module):
     """A linear whose weight is stored (in, out), contiguous: x @ Wt + b is then a plain "NN" GEMM
     for cuBLAS, where nn.Linear's (out, in) weight makes it "TN". cuBLAS picks its kernel by layout

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from lamp_ros.kernels.linears import Fp8Linear
+from lamp_ros.kernels.linears import Fp8Linear, fp8_off_kernel
 from lamp_ros.kernels import operators as ops
 
 
@@ -80,6 +80,17 @@ def test_fp8_linear_is_the_linear_of_the_quantised_numbers():
     # scales are powers of two, so a bf16 copy of the module holds the same numbers
     half = Fp8Linear.from_linear(linear).to(torch.bfloat16)
     assert torch.equal(half.dequantized(), fp8.dequantized())
+
+
+def test_fp8_linears_left_off_their_kernel_are_named():
+    """What the cuda backend refuses to build: an Fp8Linear the lowering did not put on its
+    kernel imitates FP8 numbers in float math (kernels/linears.py fp8_off_kernel)."""
+    stage = torch.nn.Sequential(torch.nn.Linear(32, 32), torch.nn.ReLU(),
+                                Fp8Linear.from_linear(torch.nn.Linear(32, 16)))
+    assert fp8_off_kernel({'prefix': stage, 'vision': torch.nn.Linear(4, 4)}) == ['prefix.2']
+    stage[2].to(torch.bfloat16).use_kernel()  # the cuda lowering's switch (codes to e4m3)
+    assert stage[2].codes.dtype == torch.float8_e4m3fn
+    assert fp8_off_kernel({'prefix': stage}) == []
 
 
 def test_a_scale_the_module_dtype_cannot_hold_is_refused():

@@ -47,6 +47,15 @@ def compile(ctx) -> GroupBuild:
     if kernels:
         ctx.say(f'{ctx.group.name}: lamp kernels ' +
                 ', '.join(f'{k} x{v}' for k, v in sorted(kernels.items())))
+    from lamp_ros.kernels.linears import fp8_off_kernel  # torch: the build side only
+    imitated = fp8_off_kernel(modules)
+    if imitated:
+        raise ValueError(f'{ctx.group.name}: {imitated[0]} is an FP8 linear that the cuda '
+                         f'lowering left off its FP8 kernel (group precision '
+                         f'{ctx.group.precision}; the kernel takes bf16 stages), so it would '
+                         'run as float math imitating FP8 numbers; the build refuses rather '
+                         'than record it as FP8' +
+                         (f' ({len(imitated) - 1} more)' if len(imitated) > 1 else ''))
     module = group_module(ctx.graph, ctx.group, modules)
     args = [torch.as_tensor(np.asarray(_host(ctx.example[v]))).to('cuda')
             for v in ctx.group.inputs]
