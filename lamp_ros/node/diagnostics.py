@@ -71,6 +71,8 @@ def diagnostic_status(node_name: str, hardware_id: str, report: dict):
         values['rtc_expected_latency_ms'] = f'{rtc["expected_latency_ms"]:.1f}'
     for name, age in report['ages'].items():
         values[f'age_ms.{name}'] = 'never' if age is None else f'{age * 1e3:.1f}'
+    for topic, count in sorted(report.get('publishers', {}).items()):
+        values[f'publishers.{topic}'] = str(count)  # matched from the node's side
     for slot, (height, width) in report.get('sizes', {}).items():
         values[f'image_size.{slot}'] = f'{width}x{height}'
     for key in ('tick', 'inference'):

@@ -399,6 +399,9 @@ class VlaNode(LifecycleNode):
             'published': self._published, 'skipped_ticks': self._skipped,
             'held': self._held is not None, 'dry_run': bool(self.config.dry_run),
             'command_topic': self.command_topic,
+            # this side's view of discovery: a publisher can see the node's subscription
+            # before the node sees the publisher, and until then the node drops its samples
+            'publishers': {sub.topic_name: sub.get_publisher_count() for sub in self._lamp_subs},
         }
 
     def _on_diagnostics(self) -> None:

@@ -2,9 +2,12 @@
 `rate`), and what the node publishes recorded and compared with the bag's commands.
 
 Nothing is published before the graph is there: every input publisher must be matched by a
-subscription (the node's) and the command subscription by a publisher, or the replay fails
-after `discovery_timeout` seconds naming the topics nobody serves. A fixed pause in its place
-was a coin toss: on a loaded machine discovery outlasts it, and the node then sees nothing.
+subscription (the node's) and the command subscription by a publisher, and the node must say
+on /diagnostics that it sees a publisher on each topic it reads (`publishers.<topic>`:
+discovery matches the two sides apart, and the node drops samples from a publisher it has not
+matched yet), or the replay fails after `discovery_timeout` seconds naming the topics nobody
+serves. A fixed pause in its place was a coin toss: on a loaded machine discovery outlasts it,
+and the node then sees nothing.
 
 Header stamps are moved onto the live clock (bag time + the offset between the bag's start and
 the start of the playback), as a live robot's would be; otherwise the node would see stamps
@@ -48,6 +51,39 @@ def unmatched_endpoints(publishers: dict, subscription) -> list:
     return missing
 
 
+def unmatched_at_node(diagnostics: list, topics_published) -> list | None:
+    """The published topics the node's newest /diagnostics report with no publisher (its
+    `publishers.<topic>` values: the node's side of discovery), or None while no report with
+    them has come."""
+    for msg in reversed(diagnostics):
+        for status in msg.status:
+            counts = {v.key[len('publishers.'):]: v.value for v in status.values
+                      if v.key.startswith('publishers.')}
+            if counts:
+                return sorted(t for t in topics_published if counts.get(t) == '0')
+    return None
+
+
+def wait_for_node(diagnostics: list, topics_published, timeout: float) -> float:
+    """Seconds until the node says, on /diagnostics, that it sees a publisher on every topic
+    it reads that the replay publishes. A publisher can match the node's subscription before
+    the node matches the publisher, and until then the node drops what it is sent: a loaded
+    machine showed seconds between the two. LiveReplayError naming what is still unmatched
+    after `timeout`."""
+    start = time.monotonic()
+    while True:
+        missing = unmatched_at_node(diagnostics, topics_published)
+        waited = time.monotonic() - start
+        if missing == []:
+            return waited
+        if waited >= timeout:
+            what = ('no /diagnostics from the node saying which publishers it sees'
+                    if missing is None else
+                    f'the node sees no publisher on {", ".join(missing)} (its /diagnostics)')
+            raise LiveReplayError(f'{what} after {timeout:.0f} s: {CHECK_HINT}')
+        time.sleep(0.05)
+
+
 def wait_for_graph(publishers: dict, subscription, timeout: float) -> float:
     """Seconds until every endpoint is matched (see `unmatched_endpoints`); LiveReplayError
     naming the unmatched ones after `timeout`."""
@@ -71,6 +107,7 @@ def live_replay(bag: str, rate: float = 1.0, atol: float = 1e-5, rtol: float = 1
     from rclpy.executors import SingleThreadedExecutor
     from rclpy.node import Node
     from rclpy.qos import qos_profile_sensor_data
+    from diagnostic_msgs.msg import DiagnosticArray
 
     if rate <= 0:
         raise ValueError(f'rate: must be > 0, got {rate}')
@@ -106,7 +143,11 @@ def live_replay(bag: str, rate: float = 1.0, atol: float = 1e-5, rtol: float = 1
         executor.add_node(node)
         spinner = threading.Thread(target=executor.spin, daemon=True)
         spinner.start()
+        diagnostics = []
+        node.create_subscription(DiagnosticArray, '/diagnostics', diagnostics.append, 10)
         discovery_s = wait_for_graph(pubs, subscription, discovery_timeout)
+        discovery_s += wait_for_node(diagnostics, set(pubs),
+                                     max(discovery_timeout - discovery_s, 1.0))
         start = time.monotonic()
         clock_start = node.get_clock().now().nanoseconds
         for m in inputs:

@@ -78,6 +78,9 @@ def test_diagnostics_and_numeric_profile(harness):
                 'group.g03_onnxruntime.backend'):
         assert key in values, key
     assert values['group.g03_onnxruntime.backend'] == 'onnxruntime'
+    # the node's own side of discovery: the simulated arm's publishers, as the node sees them
+    assert values['publishers./joint_states'] == '1'
+    assert values['publishers./camera/base/image_raw'] == '1'
     assert values['group.g03_onnxruntime.text_length'] == '64'  # the default prompt's length
     profile = h.profiles[-1]
     assert len(profile.data) == len(PROFILE_LAYOUT)

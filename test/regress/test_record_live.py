@@ -17,6 +17,26 @@ pytestmark = pytest.mark.ros
 CONFIGURE, ACTIVATE = 1, 3
 
 
+def test_the_replay_waits_for_the_nodes_side_of_discovery():
+    """unmatched_at_node reads the node's newest /diagnostics: None before any report with
+    publisher counts, then the published topics the node still sees no publisher on."""
+    from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+
+    from lamp_ros.regress.live import unmatched_at_node
+
+    def report(**counts):
+        status = DiagnosticStatus(values=[KeyValue(key=f'publishers./{t}', value=str(n))
+                                          for t, n in counts.items()])
+        return DiagnosticArray(status=[status])
+    published = {'/joint_states', '/cam', '/cam/compressed'}
+    assert unmatched_at_node([], published) is None
+    assert unmatched_at_node([DiagnosticArray(status=[DiagnosticStatus()])], published) is None
+    seen = [report(joint_states=1, cam=0)]
+    assert unmatched_at_node(seen, published) == ['/cam']
+    seen.append(report(joint_states=1, cam=1))
+    assert unmatched_at_node(seen, published) == []  # /cam/compressed: the node reads raw
+
+
 def test_record_the_node_then_replay_the_recording(tiny_artifact, make_harness, tmp_path):
     h = make_harness(tiny_artifact, execution='sync')
     h.set_sim(camera_width=160, camera_height=120)  # small frames: fewer best-effort drops
