@@ -49,6 +49,15 @@ class Candidate:
     #                 shapes seen by `Int8Lowering.calibrate`
 
 
+def named_nodes(model):
+    """The model with every node named (`<op type>_<index>` where the exporter left a name
+    empty), in place: the quantizer selects nodes by name, and `lamp diff --layers` matches the
+    nodes of two artifacts by it."""
+    for i, node in enumerate(model.graph.node):
+        node.name = node.name or f'{node.op_type}_{i}'
+    return model
+
+
 def candidates(model) -> dict:
     """{layer name: Candidate} of the model's MatMuls that read a weight, in graph order."""
     initializers = {i.name: i for i in model.graph.initializer}
@@ -95,11 +104,13 @@ class Int8Lowering:
                                  'prompt lengths (fusion.text_lengths) is not supported; '
                                  'leave fusion.text_lengths empty')
         self.group, self.root = group, root
-        self.model = onnx.load(os.path.join(root, meta['onnx']), load_external_data=False)
-        for i, node in enumerate(self.model.graph.node):  # the quantizer selects by name
-            node.name = node.name or f'{node.op_type}_{i}'
+        self.model = named_nodes(onnx.load(os.path.join(root, meta['onnx']),
+                                           load_external_data=False))
         self.bindings = meta['weights']
         self.candidates = candidates(self.model)
+        # what each candidate MatMul multiplies its weight with (calibrated, counted)
+        nodes = {n.name: n for n in self.model.graph.node}
+        self._reads = {n: nodes[n].input[0] for c in self.candidates.values() for n in c.nodes}
         self._ranges = None
 
     def _with_weights(self, fold=()):
@@ -107,9 +118,7 @@ class Int8Lowering:
         their weight already transposed (one initializer `<weight>.t`), as the quantizer
         wants a weight that feeds the MatMul directly."""
         from onnx import numpy_helper
-        model = model_with_weights(self.group, self.root)
-        for i, node in enumerate(model.graph.node):  # as in self.model
-            node.name = node.name or f'{node.op_type}_{i}'
+        model = named_nodes(model_with_weights(self.group, self.root))
         weights = {i.name: i for i in model.graph.initializer}
         for name in fold:
             layer = self.candidates[name]
@@ -143,17 +152,16 @@ class Int8Lowering:
         self._ranges = os.path.join(workdir, 'ranges.json')
         save_tensors_data(ranges, self._ranges)
         self._count_macs(model, feeds[0])
-        reads = {self._node(n).input[0] for c in self.candidates.values() for n in c.nodes}
         return {t: [float(np.asarray(ranges[t].range_value[0]).min()),
                     float(np.asarray(ranges[t].range_value[1]).max())]
-                for t in sorted(reads) if t in ranges}
+                for t in sorted(set(self._reads.values())) if t in ranges}
 
     def _count_macs(self, model, feeds: dict) -> None:
         """Each candidate's multiply-adds per call, from the shapes of its MatMuls' inputs in
         one run of the model with those as outputs too."""
         import onnx
         import onnxruntime as ort
-        reads = {n: self._node(n).input[0] for c in self.candidates.values() for n in c.nodes}
+        reads = self._reads
         wanted = sorted(set(reads.values()) - {o.name for o in model.graph.output})
         model.graph.output.extend(onnx.helper.make_empty_tensor_value_info(t) for t in wanted)
         session = ort.InferenceSession(model.SerializeToString(),
@@ -165,9 +173,6 @@ class Int8Lowering:
             name: dataclasses.replace(c, macs=sum(rows.get(reads[n], 0) for n in c.nodes)
                                       * int(np.prod(dims[c.weight])))
             for name, c in self.candidates.items()}
-
-    def _node(self, name: str):
-        return next(n for n in self.model.graph.node if n.name == name)
 
     def lower(self, layers, tag: str) -> dict:
         """Write the group with `layers` in int8 into the artifact as

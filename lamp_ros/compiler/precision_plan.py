@@ -178,13 +178,14 @@ def plan_precision(root: str, spec, pipeline, say) -> tuple:
     reference, inputs = variants.run(groups=groups)
     fixed = tuple(getattr(pipeline.policy, 'loop_state_layers', ()))
     work = os.path.join(root, WORKDIR)
+    os.makedirs(work, exist_ok=True)
     evidence = {'budget': budget.to_dict(), 'calibration': {
         **settings.calibration.to_dict(), 'observations': len(observations)}, 'groups': {}}
     builds = {}
     try:
         for group in groups:
             lowering = lowerings[group.name]
-            scratch = tempfile.mkdtemp(prefix='calibrate-', dir=_mkdir(work))
+            scratch = tempfile.mkdtemp(prefix='calibrate-', dir=work)
             say(f'precision plan: {group.name}: calibrating {len(lowering.candidates)} '
                 f'candidate layers ({lowering.precision})')
             ranges = lowering.calibrate(inputs[group.name], scratch)
@@ -225,11 +226,6 @@ def plan_precision(root: str, spec, pipeline, say) -> tuple:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return _replace_builds(root, artifact, builds), evidence
-
-
-def _mkdir(path: str) -> str:
-    os.makedirs(path, exist_ok=True)
-    return path
 
 
 def _decision(name, row, chosen, backed_off, budget, precision) -> dict:

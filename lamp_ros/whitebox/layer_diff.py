@@ -26,7 +26,7 @@ import os
 import numpy as np
 
 from lamp_ros.artifact.load import open_artifact
-from lamp_ros.backends.onnx_int8 import candidates
+from lamp_ros.backends.onnx_int8 import candidates, named_nodes
 from lamp_ros.backends.onnxrt import model_with_weights, OrtRunner
 from lamp_ros.runtime import Runtime
 from lamp_ros.whitebox.inspect import read_evidence
@@ -46,12 +46,6 @@ def _same_graph(a, b) -> None:
         first = next((x, y) for x, y in zip(ops_a + [None], ops_b + [None]) if x != y)
         raise LayerDiffError(f'the artifacts are not of one graph: node {first[0]} in A, '
                              f'{first[1]} in B')
-
-
-def _named(model):
-    for i, node in enumerate(model.graph.node):  # as backends/onnx_int8.py names them
-        node.name = node.name or f'{node.op_type}_{i}'
-    return model
 
 
 def _node_values(model) -> dict:
@@ -165,8 +159,8 @@ def layer_diff(a_path: str, b_path: str, observations: str | None = None, sample
               'actions': _error(actions['a'], actions['b']), 'groups': {}}
     for ga, gb in groups:
         import onnxruntime as ort
-        models = {'a': _named(model_with_weights(ga, a.root)),
-                  'b': _named(model_with_weights(gb, b.root))}
+        models = {'a': named_nodes(model_with_weights(ga, a.root)),
+                  'b': named_nodes(model_with_weights(gb, b.root))}
         layers = max(({n: c.nodes for n, c in candidates(m).items()} for m in models.values()),
                      key=len)
         values = {k: _node_values(m) for k, m in models.items()}
