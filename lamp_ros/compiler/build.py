@@ -103,6 +103,93 @@ def write_resources(root: str, resources: dict) -> dict:
     return dict(resources)
 
 
+def compile_groups(root: str, graph, groups, modules: dict, example: dict, spec, rewrites,
+                   say, measure_tiles: bool = False, planned: dict | None = None,
+                   placeholders=()) -> tuple:
+    """Each group compiled by its backend into `root` -> (the groups with their builds, each
+    group's build evidence). `planned`: {group: its module-level precision plan}, recorded in
+    its build (plan.json); `placeholders`: groups left unbuilt (an empty build: the module
+    plan runs them by their eager variants)."""
+    built, evidence = [], {}
+    for group in groups:
+        if group.name in placeholders:
+            built.append(group)
+            continue
+        say(f'compile {group.name} ({group.backend}, {len(group.nodes)} nodes)')
+        ctx = CompileContext(graph, group, root, modules, example, say,
+                             text_lengths=tuple(spec.fusion['text_lengths']),
+                             options=spec.build, measure_tiles=measure_tiles,
+                             lowering=rewrites.cuda_lowering)
+        result = get_backend(group.backend).compile(ctx)
+        metadata = result.metadata
+        if planned and group.name in planned:
+            metadata = {**metadata, 'precision_plan': planned[group.name]}
+        built.append(type(group)(**{**group.__dict__, 'build': metadata}))
+        if result.evidence:
+            evidence[group.name] = result.evidence
+    return built, evidence
+
+
+def write_plan(root: str, graph, plan: BuildPlan, spec, pipeline) -> tuple:
+    """graph.json, plan.json, memory.json (planned here), spec.json and the manifest
+    -> (the ABI, the tool versions)."""
+    memory = memory_plan(graph, plan)
+    with open(os.path.join(root, 'graph.json'), 'w', encoding='utf-8') as f:
+        f.write(graph.to_json())
+    _dump(root, 'plan.json', plan.to_dict())
+    _dump(root, 'memory.json', memory.to_dict())
+    _dump(root, 'spec.json', spec.to_dict())
+    abi = abi_from_graph(graph, pipeline.interface, pipeline.rate_hz, spec.robot)
+    versions = tool_versions()
+    write_manifest(root, spec.target, abi, versions, spec.name)
+    return abi, versions
+
+
+def plan_module_precision(spec, pipeline, graph, modules: dict, results: dict, example: dict,
+                          rewrites, parent: str, device: str, say, timer=None) -> tuple:
+    """The precision plan of the groups whose backend plans on stage modules
+    (compiler/precision_modules.py), made on a provisional artifact (in a temporary folder in
+    `parent`) whose other groups are built -> (`results` with the swaps the plan made in
+    `modules` as the `precision_plan` entry, {group: plan.json's record}, {group: its
+    evidence}); (results, {}, {}) where no group's backend plans that way. `timer`: as
+    plan_modules takes it (tests without a GPU)."""
+    from lamp_ros.artifact.load import open_artifact
+    from lamp_ros.compiler.precision_modules import plan_modules
+    from lamp_ros.compiler.rewrites import PassResult
+    staged = record_passes(graph, modules, results)  # weights hashed, nothing exported
+    assignments = assign(staged, spec)
+    groups = partition(staged, spec, assignments)
+    variants = {g.name: make(staged, g, modules, example, device) for g in groups
+                if (make := getattr(get_backend(g.backend), 'precision_variants', None))}
+    if not variants:
+        return results, {}, {}
+    root = tempfile.mkdtemp(prefix='.lamp-plan-', dir=parent)
+    try:
+        provisional = {**example, '@resources': write_resources(
+            root, getattr(pipeline.policy, 'resources', {}))}
+        built, _ = compile_groups(root, staged, groups, modules, provisional, spec, rewrites,
+                                  say, placeholders=variants)
+        write_plan(root, staged, BuildPlan(
+            target=spec.target, groups=tuple(built), phases=phases(staged),
+            coverage=coverage(staged, assignments), options=spec.build.to_dict()),
+            spec, pipeline)
+        refusals = rewrites.low_precision_refusals(modules) \
+            if rewrites.low_precision_refusals else {}
+        chosen, records, evidence = plan_modules(
+            open_artifact(root, verify=False), variants, spec, pipeline, refusals, say, device,
+            **({'timer': timer} if timer else {}))
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    details = {}
+    for name, linears in chosen.items():
+        details.update(variants[name].apply(linears, modules))
+    variants.clear()  # the eager copies: GPU memory the build needs
+    if device.startswith('cuda'):
+        import torch
+        torch.cuda.empty_cache()
+    return {**results, 'precision_plan': PassResult(bool(details), details)}, records, evidence
+
+
 def reference_device(target: str) -> str:
     """Where the eager reference runs while compiling: the GPU for a GPU target (a full-size
     policy takes minutes per eager call on a CPU, and the cuda backend exports on the device the
@@ -144,9 +231,9 @@ def compile_spec(spec_path: str, out: str, progress=None,
     rewrites = rewrites_for(pipeline.policy)
     applied = enabled_passes(rewrites, spec.passes)
     letterbox = spec.fusion.get('device_letterbox')
-    # With passes or the device letterbox on, the model stages are exported and their weights
-    # hashed once, after them (record_passes).
-    rewritten = bool(applied or letterbox)
+    # With passes, the device letterbox or a precision plan on, the model stages are exported
+    # and their weights hashed once, after them (record_passes).
+    rewritten = bool(applied or letterbox or spec.precision.auto)
     graph = trace_pipeline(pipeline, obs, export=not rewritten, name=spec.name, progress=say,
                            values_out=example, hash_weights=not rewritten)
     check_spec_fits(spec, graph)
@@ -164,7 +251,15 @@ def compile_spec(spec_path: str, out: str, progress=None,
                                              for s, (h, w) in letterbox.items()))
         graph, modules = letterbox_on_device(graph, modules, letterbox, example,
                                              rewrites.letterbox_stage)
+    parent = os.path.dirname(os.path.abspath(out))
+    os.makedirs(parent, exist_ok=True)
+    planned, module_evidence = {}, {}
     if rewritten:
+        if spec.precision.auto:  # groups planned on their modules, before they are built
+            results, planned, module_evidence = plan_module_precision(
+                spec, pipeline, graph, modules, results, example, rewrites, parent, device, say)
+            if planned:
+                done('precision_plan_modules')
         graph = record_passes(graph, modules, results, example, progress=say)
         done('passes')
     say('partition')
@@ -172,8 +267,6 @@ def compile_spec(spec_path: str, out: str, progress=None,
     groups = partition(graph, spec, assignments)
     done('partition')
 
-    parent = os.path.dirname(os.path.abspath(out))
-    os.makedirs(parent, exist_ok=True)
     root = tempfile.mkdtemp(prefix='.lamp-build-', dir=parent)
     try:
         write_weights(root, modules)
@@ -183,36 +276,19 @@ def compile_spec(spec_path: str, out: str, progress=None,
             _dump(root, PROVENANCE, provenance)
         example['@resources'] = resources
         done('weights')
-        built, group_evidence = [], {}
-        for group in groups:
-            say(f'compile {group.name} ({group.backend}, {len(group.nodes)} nodes)')
-            ctx = CompileContext(graph, group, root, modules, example, say,
-                                 text_lengths=tuple(spec.fusion['text_lengths']),
-                                 options=spec.build, measure_tiles=measure_tiles,
-                                 lowering=rewrites.cuda_lowering)
-            result = get_backend(group.backend).compile(ctx)
-            built.append(type(group)(**{**group.__dict__, 'build': result.metadata}))
-            if result.evidence:
-                group_evidence[group.name] = result.evidence
+        built, group_evidence = compile_groups(root, graph, groups, modules, example, spec,
+                                               rewrites, say, measure_tiles, planned=planned)
         done('compile_groups')
         plan = BuildPlan(target=spec.target, groups=tuple(built), phases=phases(graph),
                          coverage=coverage(graph, assignments), passes=applied,
                          options=spec.build.to_dict())
         say('memory plan')
-        memory = memory_plan(graph, plan)
+        abi, versions = write_plan(root, graph, plan, spec, pipeline)
         done('memory_plan')
-        with open(os.path.join(root, 'graph.json'), 'w', encoding='utf-8') as f:
-            f.write(graph.to_json())
-        _dump(root, 'plan.json', plan.to_dict())
-        _dump(root, 'memory.json', memory.to_dict())
-        _dump(root, 'spec.json', spec.to_dict())
-        abi = abi_from_graph(graph, pipeline.interface, pipeline.rate_hz, spec.robot)
-        versions = tool_versions()
-        write_manifest(root, spec.target, abi, versions, spec.name)
 
         if spec.precision.auto:
             from lamp_ros.compiler.precision_plan import plan_precision, render_precision
-            plan, precision = plan_precision(root, spec, pipeline, say)
+            plan, precision = plan_precision(root, spec, pipeline, say, module_evidence)
             _dump(root, 'plan.json', plan.to_dict())
             _dump(root, 'evidence/precision.json', precision)
             render_precision(precision, os.path.join(root, 'evidence', 'precision.png'))

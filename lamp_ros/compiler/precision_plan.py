@@ -99,14 +99,16 @@ def error_units(error: dict, budget) -> float:
                error['max_rel'] / max(budget.max_rel, 1e-12))
 
 
-def choose(table: dict, budget, verify) -> tuple:
-    """Greedy plan: `table` {layer: {'macs', 'cosine', 'max_rel', 'eligible'}} (each layer
-    lowered alone), `verify(layers) -> error` of a set -> (chosen layers in rank order, the
-    verification steps). Ranked by work moved per unit of error; the whole set is verified,
-    and the last-ranked layer backed off while the set exceeds the budget."""
+def choose(table: dict, budget, verify, gain: str = 'macs') -> tuple:
+    """Greedy plan: `table` {layer: {gain, 'cosine', 'max_rel', 'eligible'}} (each layer
+    lowered alone; a row without an error was not measured), `verify(layers) -> error` of a
+    set -> (chosen layers in rank order, the verification steps). Ranked by gain (work moved,
+    or time saved) per unit of error; the whole set is verified, and the last-ranked layer
+    backed off while the set exceeds the budget."""
     ranked = sorted((name for name, row in table.items()
-                     if row['eligible'] and budget.allows(row['cosine'], row['max_rel'])),
-                    key=lambda name: (-table[name]['macs']
+                     if row['eligible'] and 'cosine' in row
+                     and budget.allows(row['cosine'], row['max_rel'])),
+                    key=lambda name: (-table[name][gain]
                                       / max(error_units(table[name], budget), 1e-9), name))
     chosen, steps = list(ranked), []
     while chosen:
@@ -122,11 +124,12 @@ def choose(table: dict, budget, verify) -> tuple:
 class _Variants:
     """Artifact variants with some groups' builds replaced, run on the calibration set."""
 
-    def __init__(self, artifact, observations: list):
-        self.artifact, self.observations = artifact, observations
+    def __init__(self, artifact, observations: list, device: str | None = None):
+        self.artifact, self.observations, self.device = artifact, observations, device
 
-    def run(self, builds: dict | None = None, groups=()) -> tuple:
-        """-> (the chunks, {group name: [its inputs per observation]} for `groups`)."""
+    def run(self, builds: dict | None = None, groups=(), runners: dict | None = None) -> tuple:
+        """-> (the chunks, {group name: [its inputs per observation]} for `groups`);
+        `runners`: groups run by these instead of their builds (Runtime.from_artifact)."""
         artifact = self.artifact
         if builds:
             plan = artifact.plan
@@ -134,7 +137,7 @@ class _Variants:
                             else g for g in plan.groups)
             artifact = dataclasses.replace(artifact,
                                            plan=dataclasses.replace(plan, groups=changed))
-        runtime = Runtime.from_artifact(artifact)
+        runtime = Runtime.from_artifact(artifact, device=self.device, runners=runners)
         chunks, inputs = [], {g.name: [] for g in groups}
         try:
             for obs in self.observations:
@@ -151,11 +154,12 @@ class _Variants:
         return chunks, inputs
 
 
-def plan_precision(root: str, spec, pipeline, say) -> tuple:
+def plan_precision(root: str, spec, pipeline, say, planned: dict | None = None) -> tuple:
     """Make the spec's precision plan for the artifact being built at `root` (plan.json and
     the manifest written) -> (the plan with the lowered groups' entries, whose files are
     written and the reference's ONNX files removed; the evidence, evidence/precision.json's
-    content)."""
+    content). `planned`: the evidence of the groups planned on their modules before they were
+    built (compiler/precision_modules.py), which the evidence includes."""
     from lamp_ros.artifact.load import open_artifact
     artifact = open_artifact(root, verify=False)
     lowerings = {}
@@ -163,12 +167,18 @@ def plan_precision(root: str, spec, pipeline, say) -> tuple:
         make = getattr(get_backend(group.backend), 'precision_lowering', None)
         if make is not None:
             lowerings[group.name] = make(group, root)
+    budget, settings = spec.precision.budget, spec.precision
+    evidence = {'budget': budget.to_dict(), 'calibration': settings.calibration.to_dict(),
+                'groups': dict(planned or {})}
     if not lowerings:
+        if planned:
+            evidence['calibration']['observations'] = len(
+                calibration_observations(spec, pipeline))
+            return artifact.plan, evidence
         raise PrecisionPlanError(
             'precision.plan auto: no group of this plan has a backend that lowers layers '
-            '(onnxruntime: int8); groups: ' +
+            '(onnxruntime: int8, cuda: fp8); groups: ' +
             ', '.join(f'{g.name} ({g.backend})' for g in artifact.plan.groups))
-    budget, settings = spec.precision.budget, spec.precision
     observations = calibration_observations(spec, pipeline)
     say(f'precision plan: {len(observations)} calibration observations '
         f'({settings.calibration.source}), budget cosine >= {budget.cosine}, max rel <= '
@@ -179,8 +189,7 @@ def plan_precision(root: str, spec, pipeline, say) -> tuple:
     fixed = tuple(getattr(pipeline.policy, 'loop_state_layers', ()))
     work = os.path.join(root, WORKDIR)
     os.makedirs(work, exist_ok=True)
-    evidence = {'budget': budget.to_dict(), 'calibration': {
-        **settings.calibration.to_dict(), 'observations': len(observations)}, 'groups': {}}
+    evidence['calibration']['observations'] = len(observations)
     builds = {}
     try:
         for group in groups:
@@ -228,18 +237,21 @@ def plan_precision(root: str, spec, pipeline, say) -> tuple:
     return _replace_builds(root, artifact, builds), evidence
 
 
-def _decision(name, row, chosen, backed_off, budget, precision) -> dict:
-    """plan.json's entry for one candidate layer: its precision and why, in words."""
+def _decision(name, row, chosen, backed_off, budget, precision, kept='fp32') -> dict:
+    """plan.json's entry for one candidate layer: its precision and why, in words (`kept`:
+    the precision of a layer not lowered)."""
     if name in chosen:
         return {'precision': precision, 'why': 'within the budget alone and in the set'}
+    if 'kept' in row:  # not measured: the row says why
+        return {'precision': kept, 'why': row['kept']}
     if not row['eligible']:
-        return {'precision': 'fp32', 'why': 'reads or writes the denoise loop state '
-                                            '(precision.lower_loop_state is off)'}
+        return {'precision': kept, 'why': 'reads or writes the denoise loop state '
+                                          '(precision.lower_loop_state is off)'}
     if name in backed_off:
-        return {'precision': 'fp32', 'why': 'backed off: the set exceeded the budget with it'}
+        return {'precision': kept, 'why': 'backed off: the set exceeded the budget with it'}
     if not budget.allows(row['cosine'], row['max_rel']):
-        return {'precision': 'fp32', 'why': 'alone it exceeds the budget'}
-    return {'precision': 'fp32', 'why': 'not needed: the set was within the budget without it'}
+        return {'precision': kept, 'why': 'alone it exceeds the budget'}
+    return {'precision': kept, 'why': 'not needed: the set was within the budget without it'}
 
 
 def _replace_builds(root: str, artifact, builds: dict):
@@ -255,9 +267,14 @@ def _replace_builds(root: str, artifact, builds: dict):
         for g in artifact.plan.groups))
 
 
+GAIN_LABELS = {'macs': ('multiply-adds moved per call (millions)', 1e-6),
+               'saved_ms': ('GPU time saved per inference (ms)', 1.0)}
+
+
 def render_precision(evidence: dict, path: str) -> None:
-    """Each candidate layer as a point: the work it moves to low precision against the action
-    error it causes alone (as a fraction of the budget), chosen ones filled, the budget line."""
+    """Each measured candidate layer as a point: what it gains in low precision (work moved,
+    or time saved) against the action error it causes alone (as a fraction of the budget),
+    chosen ones filled, the budget line."""
     from matplotlib.figure import Figure  # imported here: only pictures need matplotlib
     from lamp_ros.spec.precision import Budget
     budget = Budget(**evidence['budget'])
@@ -265,17 +282,21 @@ def render_precision(evidence: dict, path: str) -> None:
     fig = Figure(figsize=(9, 4.5 * max(len(groups), 1)))
     for ax, (name, group) in zip(fig.subplots(max(len(groups), 1), 1, squeeze=False)[:, 0],
                                  groups.items()):
+        gain = group.get('gain', 'macs')
+        label, unit = GAIN_LABELS[gain]
         for layer, row in group['layers'].items():
+            if 'cosine' not in row:  # not measured (plan.json says why)
+                continue
             chosen = layer in group['chosen']
             units = max(error_units(row, budget), 1e-6)
-            ax.scatter(row['macs'] / 1e6, units, s=36,
+            ax.scatter(row[gain] * unit, units, s=36,
                        color='C2' if chosen else ('C7' if not row['eligible'] else 'C3'),
                        marker='o' if chosen else 'x')
-            ax.annotate(layer, (row['macs'] / 1e6, units), fontsize=6, alpha=0.7,
+            ax.annotate(layer, (row[gain] * unit, units), fontsize=6, alpha=0.7,
                         xytext=(3, 2), textcoords='offset points')
         ax.axhline(1.0, color='gray', linestyle='--', label='budget')
         ax.set_yscale('log')
-        ax.set_xlabel('multiply-adds moved per call (millions)')
+        ax.set_xlabel(label)
         ax.set_ylabel('action error alone / budget')
         combined = group.get('combined') or {'cosine': float('nan'), 'max_rel': float('nan')}
         ax.set_title(f'{name}: {len(group["chosen"])} of {len(group["layers"])} layers in '

@@ -17,6 +17,9 @@ for its policy class, a `Rewrites`:
 - `letterbox_stage(module) -> module`: the stage that reads the stacked camera pixels, in a
   form that takes the cameras' frames and their letterbox tables instead (the spec's
   `fusion.device_letterbox`, compiler/device_letterbox.py); it must not change `module`.
+- `low_precision_refusals(modules) -> {name: why}`: the linears (`<node>.<module path>`, or a
+  prefix of such names) that the policy's cuda lowering cannot run in low precision, which a
+  precision plan keeps (compiler/precision_modules.py).
 
 The compiler finds them by the type of the pipeline's policy (`pipeline.policy`); a policy
 that registered nothing compiles as traced.
@@ -36,13 +39,14 @@ class PassResult:
 
 @dataclass(frozen=True)
 class Rewrites:
-    """A policy package's passes (in run order), cuda lowering and device-letterbox stage;
-    see the module doc."""
+    """A policy package's passes (in run order), cuda lowering, device-letterbox stage and
+    the linears its lowering keeps out of a precision plan; see the module doc."""
 
     passes: tuple = ()
     approximate: tuple = ()
     cuda_lowering: Callable | None = None
     letterbox_stage: Callable | None = None
+    low_precision_refusals: Callable | None = None
 
     @property
     def pass_names(self) -> tuple:

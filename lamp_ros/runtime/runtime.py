@@ -139,9 +139,12 @@ class Runtime:
     @classmethod
     def from_artifact(cls, artifact, device: str | None = None, execution: str = 'sync',
                       profile_window: int = 1000, overrides: dict | None = None,
-                      threads: int = 0, rate_hz: float | None = None) -> 'Runtime':
+                      threads: int = 0, rate_hz: float | None = None,
+                      runners: dict | None = None) -> 'Runtime':
         """`load` for an artifact already opened (artifact/load.py): the compiler runs
-        variants of the one it is building (its precision plan) without writing each out."""
+        variants of the one it is building (its precision plan) without writing each out.
+        `runners`: {group name: a runner to use instead of loading that group's build} (the
+        plan's eager variants of a group not built yet, backends/cuda/fp8_variants.py)."""
         if rate_hz is not None:
             if not rate_hz > 0:
                 raise ValueError(f'rate_hz: must be > 0, got {rate_hz}')
@@ -152,7 +155,10 @@ class Runtime:
         artifact = apply_overrides(artifact, overrides or {})
         target = artifact.manifest['target']
         device = device or default_device(target)
-        if (target in GPU_TARGETS or device.startswith('cuda')) and cuda_device_count() == 0:
+        loaded = [g for g in artifact.plan.groups if g.name not in (runners or {})]
+        needs_gpu = device.startswith('cuda') or (
+            target in GPU_TARGETS and any(g.backend != 'host' for g in loaded))
+        if needs_gpu and cuda_device_count() == 0:
             raise ArtifactError(f'target {target!r} (device {device}) needs a CUDA device; '
                                 'this machine has none')
         arena = Arena(artifact.memory, artifact.graph.values)
@@ -160,8 +166,11 @@ class Runtime:
         profiler = Profiler(window=profile_window)
         ctx = LoadContext(artifact.root, artifact.graph, device, artifact.resources, state,
                           arena, profiler, threads)
-        runners = []
+        given, runners = runners or {}, []
         for group in artifact.plan.groups:
+            if group.name in given:
+                runners.append(given[group.name])
+                continue
             try:
                 runners.append(get_backend(group.backend).load(group, ctx))
             except BackendUnavailable as exc:

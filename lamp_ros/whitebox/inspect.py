@@ -62,7 +62,8 @@ def _members(group: dict) -> str:
         members += f'; prompt lengths {", ".join(map(str, lengths))}{checked}'
     planned = group.get('precision_plan')
     if planned:
-        lowered = [n for n, d in planned['layers'].items() if d['precision'] != 'fp32']
+        lowered = [n for n, d in planned['layers'].items()
+                   if d['precision'] == planned['lowered_to']]
         members += (f'; precision plan: {len(lowered)} of {len(planned["layers"])} layers in '
                     f'{planned["lowered_to"]} (evidence/precision.json)')
     stored = group.get('gemm_algorithms')

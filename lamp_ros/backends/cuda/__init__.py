@@ -4,8 +4,8 @@ A package so that its two sides stay apart, as backends/__init__.py asks of ever
 compile_side.py lowers and exports the group on a build machine with a GPU, run_side.py loads
 the archive and replays it on the robot, and neither imports the other. This module is what
 `get_backend('cuda')` hands the compiler and the runtime (`NAME`, `supports`, `device_for`,
-`compile`, `load`). Neither side imports torch at module level, so importing the backend
-imports no torch.
+`compile`, `load`; `precision_variants` for a precision plan). Neither side imports torch at
+module level, so importing the backend imports no torch.
 
 The backend knows no model: what a policy's stages become on the GPU (lamp_ros's own kernels,
 tuned tiles) is the policy's cuda lowering, which the compiler passes in as `ctx.lowering`
@@ -23,7 +23,7 @@ from lamp_ros.backends.cuda.run_side import load
 
 NAME = 'cuda'
 
-__all__ = ['NAME', 'supports', 'device_for', 'compile', 'load']
+__all__ = ['NAME', 'supports', 'device_for', 'compile', 'load', 'precision_variants']
 
 
 def supports(node) -> tuple:
@@ -34,3 +34,10 @@ def supports(node) -> tuple:
 
 def device_for(target: str) -> str:
     return 'cuda:0'
+
+
+def precision_variants(graph, group, modules, example, device: str = 'cuda'):
+    """The group's stages as a precision plan's eager variants, linears in FP8 on demand
+    (fp8_variants.py; compiler/precision_modules.py plans with them)."""
+    from lamp_ros.backends.cuda.fp8_variants import Fp8Variants
+    return Fp8Variants(graph, group, modules, example, device)

@@ -57,9 +57,7 @@ def compile(ctx) -> GroupBuild:
                          'than record it as FP8' +
                          (f' ({len(imitated) - 1} more)' if len(imitated) > 1 else ''))
     module = group_module(ctx.graph, ctx.group, modules)
-    args = [torch.as_tensor(np.asarray(_host(ctx.example[v]))).to('cuda')
-            for v in ctx.group.inputs]
-    args = _cast_inputs(torch, args, dtype)
+    args, io = group_inputs(torch, ctx.graph, ctx.group, ctx.example, dtype)
     ctx.say(f'{ctx.group.name}: torch.export on cuda ({ctx.group.precision})' +
             (f', prompt lengths {list(axis.lengths)}' if axis else ''))
     with torch.no_grad():
@@ -79,10 +77,6 @@ def compile(ctx) -> GroupBuild:
     rel = f'groups/{ctx.group.name}/program.pt2'
     os.makedirs(os.path.join(ctx.root, os.path.dirname(rel)), exist_ok=True)
     torch.export.save(program, os.path.join(ctx.root, rel))
-    io = {v: {'dtype': str(a.dtype).removeprefix('torch.'), 'shape': list(a.shape)}
-          for v, a in zip(ctx.group.inputs, args)}
-    for v in _frame_inputs(ctx.graph, ctx.group):
-        io[v]['frame'] = True
     choices, tuning_evidence = tuning.split_record(tiles)
     return GroupBuild(files=(rel,), metadata={'program': rel, 'inputs': io,
                                               'torch': torch.__version__, 'kernels': kernels,
@@ -91,6 +85,18 @@ def compile(ctx) -> GroupBuild:
                                               'cublaslt': _stored_algorithms(modules),
                                               'canonical_weights': canonical},
                       evidence={'tuning': tuning_evidence})
+
+
+def group_inputs(torch, graph, group, example: dict, dtype, device: str = 'cuda') -> tuple:
+    """(the group's example inputs on `device`, floats in the group precision; their specs
+    as plan.json records them: {value: {dtype, shape, frame (a camera frame's buffer)}})."""
+    args = [torch.as_tensor(np.asarray(_host(example[v]))).to(device) for v in group.inputs]
+    args = _cast_inputs(torch, args, dtype)
+    io = {v: {'dtype': str(a.dtype).removeprefix('torch.'), 'shape': list(a.shape)}
+          for v, a in zip(group.inputs, args)}
+    for v in _frame_inputs(graph, group):
+        io[v]['frame'] = True
+    return args, io
 
 
 def _frame_inputs(graph, group) -> tuple:

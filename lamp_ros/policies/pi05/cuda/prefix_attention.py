@@ -18,7 +18,8 @@ def flash_prefix_attention(stage: PrefixStage, tuning_out: dict, cache: dict) ->
     if not attns:
         return 0
     c, n = attns[0].cfg, stage.cfg.prefix_len
-    weight = attns[0].o_proj.weight
+    # a weight in the stage's precision: an o_proj in FP8 (a precision plan) holds e4m3 codes
+    weight = next(p for p in stage.parameters() if p.is_floating_point() and p.element_size() > 1)
     like = dict(dtype=weight.dtype, device=weight.device)
     q = torch.randn(1, n, c.num_heads, c.head_dim, **like)
     k, v = torch.randn(2, 1, n, 1, c.head_dim, **like)

@@ -17,8 +17,10 @@ from lamp_ros.policies.pi05.staged.norms import add_then_norm, UnitRMSNorm
 
 
 def add_linear(residual: torch.Tensor, linear: nn.Linear, x: torch.Tensor) -> torch.Tensor:
-    """residual + linear(x) as one GEMM whose epilogue adds the residual (cuBLAS beta = 1)."""
-    if linear.bias is not None:
+    """residual + linear(x) as one GEMM whose epilogue adds the residual (cuBLAS beta = 1); a
+    plain add where the GEMM has a bias epilogue or is no plain linear (an FP8 one:
+    torch._scaled_mm takes no residual)."""
+    if linear.bias is not None or not isinstance(linear, nn.Linear):
         return residual + linear(x)
     w = linear.weight
     out = torch.addmm(residual.reshape(-1, w.shape[0]), x.reshape(-1, w.shape[1]), w.t())
@@ -145,7 +147,8 @@ class VisionBlock(nn.Module):
         round trip of the 4304-wide hidden layer (faster per block than the GEMM and a GELU kernel;
         docs/notebook/). The CPU's `_addmm_activation` takes the erf GELU instead, so there the
         plain form stays."""
-        if self.kernel and h.is_cuda and self.fc1.bias is not None:
+        if self.kernel and h.is_cuda and self.fc1.bias is not None \
+                and isinstance(self.fc1, nn.Linear):  # not an FP8 fc1 (a precision plan)
             out = torch._addmm_activation(self.fc1.bias, h.reshape(-1, h.shape[-1]),
                                           self.fc1.weight.t(), use_gelu=True)
             return out.view(*h.shape[:-1], out.shape[-1])
