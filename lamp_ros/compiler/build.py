@@ -1,12 +1,14 @@
 """`compile_spec`: spec -> artifact directory, one stage after another.
 
 The stages, in order: load the spec, build the eager pipeline, trace it (with op-level
-subgraphs), apply graph passes, assign backends and partition, write weights and resources,
-compile each group with its backend, plan memory, write graph/plan/memory, make the precision
-plan where the spec asks for one (compiler/precision_plan.py: layers lowered where the measured
-action error allows), check parity of the loaded artifact against the eager reference, write
-the evidence and the manifest. The artifact
-is built in a temporary directory and moved into place at the end.
+subgraphs), apply graph passes, plan the precision of the groups planned on their modules
+where the spec asks for a plan (compiler/precision_modules.py: a cuda group's linears in FP8,
+before it is built), assign backends and partition, write weights and resources, compile each
+group with its backend, plan memory, write graph/plan/memory, make the precision plan of the
+groups planned on the built artifact (compiler/precision_plan.py: ONNX Runtime's layers in
+int8 where the measured action error allows), check parity of the loaded artifact against
+the eager reference, write the evidence and the manifest. The artifact is built in a
+temporary directory and moved into place at the end.
 
 What decides behaviour (graph, plan, memory plan, weights, compiled groups, resources, spec)
 makes the artifact id; what the build measured (stage timings, how each tuned choice was made,

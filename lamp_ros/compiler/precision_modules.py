@@ -11,8 +11,9 @@ linears in FP8:
 2. **The reference**: the calibration observations through the variants with nothing lowered;
    every candidate linear's calls and rows are recorded on the way.
 3. **Time first**: each candidate's GEMM, in the group precision and in FP8, timed on the build
-   GPU at its rows, times its calls per inference. A linear that saves no time is kept without
-   measuring its error (lowering it could only cost accuracy), as are those the policy's
+   GPU at its rows, times its calls per inference. A linear that saves too little (the
+   variants' `min_saving` of its time: a GEMM timed alone overstates small gains) is kept
+   without measuring its error (lowering it could only cost accuracy), as are those the policy's
    lowering refuses (`Rewrites.low_precision_refusals`: pi0.5's expert layers, whose fused
    kernels read their weights in bf16) and those of the denoise loop's state.
 4. **Sensitivity and the plan**: each remaining linear lowered alone, its action error measured
@@ -120,10 +121,11 @@ def _table(v, seen: dict, observations: int, refusals: dict, fixed: tuple,
             high, low = timer(v, name, rows)
             row.update(high_ms=high * per_inference, low_ms=low * per_inference,
                        saved_ms=(high - low) * per_inference)
-            if high <= low:
-                row['kept'] = (f'saves no time on the build GPU ({high * 1e3:.1f} us in '
+            least = getattr(v, 'min_saving', 0.0)
+            if high - low <= least * high:
+                row['kept'] = (f'saves too little on the build GPU ({high * 1e3:.1f} us in '
                                f'{v.group.precision}, {low * 1e3:.1f} us in {v.precision} per '
-                               f'call at {rows} rows)')
+                               f'call at {rows} rows; a candidate saves over {least:.0%})')
         row['eligible'] = 'kept' not in row
         table[name] = row
     return table

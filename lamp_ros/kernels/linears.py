@@ -72,6 +72,8 @@ class Fp8Linear(nn.Module):
         """The linear of already quantised rows (codes (..., in), row_scale (..., 1))."""
         lead = codes.shape[:-1]
         if self.kernel:
+            if codes.dtype != torch.float8_e4m3fn:  # e4m3 values in float (a reference op's)
+                codes = codes.to(torch.float8_e4m3fn)  # exact
             y = torch._scaled_mm(codes.reshape(-1, self.in_features), self.codes.t(),
                                  row_scale.reshape(-1, 1), self.scale.view(1, -1),
                                  out_dtype=dtype, use_fast_accum=self.fast_accumulation)

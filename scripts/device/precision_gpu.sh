@@ -91,6 +91,7 @@ running() { [ -f "$work/pid" ] && kill -0 "$(cat "$work/pid")" 2>/dev/null; }
 if [ "$mode" = start ] || { [ "$mode" = wait ] && ! running && [ ! -f "$work/done" ]; }; then
   if ! running; then
     echo "starting the job (variants: $variants)"
+    rm -f "$work/done" "$work/bench_now"
     export -f job make_specs spec_of
     export work variants loose
     setsid bash -c 'job >> "$work/job.log" 2>&1' < /dev/null > /dev/null 2>&1 &
