@@ -26,7 +26,7 @@ its GEMM algorithms): the plan is for that GPU, and plan.json records it.
 from contextlib import ExitStack
 
 from lamp_ros.compiler.precision_plan import (action_error, calibration_observations, choose,
-                                              _decision, _Variants)
+                                              layer_decision, VariantRuns)
 
 
 def _timed(variants, name: str, rows: int) -> tuple:
@@ -45,7 +45,7 @@ def plan_modules(artifact, variants: dict, spec, pipeline, refusals: dict, say,
     say(f'precision plan: {len(observations)} calibration observations '
         f'({settings.calibration.source}), budget cosine >= {budget.cosine}, max rel <= '
         f'{budget.max_rel}')
-    runs = _Variants(artifact, observations, device)
+    runs = VariantRuns(artifact, observations, device)
     runners = dict(variants)
     for v in variants.values():
         v.lower(())
@@ -85,7 +85,7 @@ def plan_modules(artifact, variants: dict, spec, pipeline, refusals: dict, say,
         timed = sum(row.get('high_ms', 0.0) for row in table.values())
         chosen_by[group_name] = chosen
         records[group_name] = {'lowered_to': precision, 'timed_on': v.timed_on(), 'layers': {
-            name: _decision(name, row, chosen, backed_off, budget, precision, kept)
+            name: layer_decision(name, row, chosen, backed_off, budget, precision, kept)
             for name, row in table.items()}}
         evidence[group_name] = {
             'precision': precision, 'gain': 'saved_ms', 'layers': table, 'steps': steps,
@@ -106,7 +106,7 @@ def _table(v, seen: dict, observations: int, refusals: dict, fixed: tuple,
         calls = seen[name]
         rows, per_inference = max(calls), len(calls) / max(observations, 1)
         node, path = v.linears[name]
-        linear = v.stages[node].get_submodule(path) if name not in v.lowered else v.lowered[name]
+        linear = v.lowered[name] if name in v.lowered else v.stages[node].get_submodule(path)
         row = {'rows': rows, 'calls': per_inference,
                'macs': int(rows * linear.in_features * linear.out_features * per_inference)}
         refusal = next((why for prefix, why in refusals.items()

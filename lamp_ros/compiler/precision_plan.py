@@ -121,7 +121,7 @@ def choose(table: dict, budget, verify, gain: str = 'macs') -> tuple:
     return chosen, steps
 
 
-class _Variants:
+class VariantRuns:
     """Artifact variants with some groups' builds replaced, run on the calibration set."""
 
     def __init__(self, artifact, observations: list, device: str | None = None):
@@ -183,7 +183,7 @@ def plan_precision(root: str, spec, pipeline, say, planned: dict | None = None) 
     say(f'precision plan: {len(observations)} calibration observations '
         f'({settings.calibration.source}), budget cosine >= {budget.cosine}, max rel <= '
         f'{budget.max_rel}')
-    variants = _Variants(artifact, observations)
+    variants = VariantRuns(artifact, observations)
     groups = [g for g in artifact.plan.groups if g.name in lowerings]
     reference, inputs = variants.run(groups=groups)
     fixed = tuple(getattr(pipeline.policy, 'loop_state_layers', ()))
@@ -217,8 +217,8 @@ def plan_precision(root: str, spec, pipeline, say, planned: dict | None = None) 
                 return error
             chosen, steps = choose(table, budget, verify)
             backed_off = {s['backed_off'] for s in steps if 'backed_off' in s}
-            layers = {name: _decision(name, row, chosen, backed_off, budget, lowering.precision)
-                      for name, row in table.items()}
+            layers = {name: layer_decision(name, row, chosen, backed_off, budget,
+                                           lowering.precision) for name, row in table.items()}
             total = sum(row['macs'] for row in table.values())
             moved = sum(table[name]['macs'] for name in chosen)
             builds[group.name] = lowering.lower(chosen, f'model.{lowering.precision}') \
@@ -237,7 +237,7 @@ def plan_precision(root: str, spec, pipeline, say, planned: dict | None = None) 
     return _replace_builds(root, artifact, builds), evidence
 
 
-def _decision(name, row, chosen, backed_off, budget, precision, kept='fp32') -> dict:
+def layer_decision(name, row, chosen, backed_off, budget, precision, kept='fp32') -> dict:
     """plan.json's entry for one candidate layer: its precision and why, in words (`kept`:
     the precision of a layer not lowered)."""
     if name in chosen:

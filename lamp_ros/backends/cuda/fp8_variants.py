@@ -142,7 +142,8 @@ class Fp8Variants:
         replayed from a CUDA graph (kernels/tuning.py gpu_time_ms); one measurement per shape."""
         from lamp_ros.kernels.tuning import gpu_time_ms
         node, path = self.linears[name]
-        linear = self.lowered.get(name) or self.stages[node].get_submodule(path)
+        linear = self.lowered[name] if name in self.lowered \
+            else self.stages[node].get_submodule(path)
         fast = linear.in_features <= FAST_ACCUMULATION_MAX_K
         key = (rows, linear.in_features, linear.out_features, linear.bias is not None, fast)
         if key not in self._shapes:
