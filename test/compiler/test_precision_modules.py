@@ -10,6 +10,7 @@ stands in for it (a mock, said so), and the GPU run (scripts/device/precision_gp
 the real one."""
 
 import copy
+import re
 
 import numpy as np
 import pytest
@@ -86,6 +87,8 @@ def test_the_plan_stays_within_its_budget_and_says_why_for_every_linear(planned)
     assert group['combined']['cosine'] >= 0.999 and group['combined']['max_rel'] <= 2e-2
     for linear, row in table.items():
         why = layers[linear]['why']
+        # plan.json is part of the artifact id: no timing in its words (evidence has them)
+        assert not re.search(r'\d\.\d+ ?(us|ms)\b', why), why
         assert layers[linear]['precision'] == ('fp8' if linear in chosen else 'fp32'), linear
         if linear.startswith('denoise.'):  # pi0.5's expert: refused by its lowering
             assert 'action expert' in why and 'cosine' not in row

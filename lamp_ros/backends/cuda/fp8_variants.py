@@ -15,7 +15,8 @@ A candidate is every plain `nn.Linear` of the stages (subclasses have forms of t
 an inference calls. Its time is measured in a CUDA graph at the rows it ran at in the
 calibration run: the group-precision linear against its FP8 form, the FP8 one including the
 quantisation of its input rows (the policy's lowering fuses that into a norm or an activation
-where it can, so the saving the artifact gets is at least this one). The FP8 GEMM sums in
+where it can; it also tunes the bf16 GEMMs, so a small gain timed alone may not survive the
+build: MIN_SAVING). The FP8 GEMM sums in
 cuBLASLt's fast mode where K is at most FAST_ACCUMULATION_MAX_K (pi0.5's hand pass,
 fp8_prefix_mlp, measured fast sums to cost little error there and to double it at K = 16384).
 """
@@ -100,9 +101,7 @@ class Fp8Variants:
 
     def _swap(self, name: str, module) -> None:
         node, path = self.linears[name]
-        parent, _, attr = path.rpartition('.')
-        setattr(self.stages[node].get_submodule(parent) if parent else self.stages[node],
-                attr, module)
+        self.stages[node].set_submodule(path, module)
 
     def lower(self, names) -> None:
         """Exactly `names` in FP8 from now on, every other candidate in the group precision."""
@@ -169,8 +168,7 @@ class Fp8Variants:
         for name in sorted(names):
             node, path = self.linears[name]
             fp8 = self.fp8_linear(name, modules)
-            parent, _, attr = path.rpartition('.')
-            setattr(modules[node].get_submodule(parent) if parent else modules[node], attr, fp8)
+            modules[node].set_submodule(path, fp8)
             d = details.setdefault(node, {'fp8_linears': 0, 'parameters_fp8': 0})
             d['fp8_linears'] += 1
             d['parameters_fp8'] += int(np.prod(fp8.codes.shape))
