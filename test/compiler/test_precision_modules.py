@@ -10,6 +10,7 @@ stands in for it (a mock, said so), and the GPU run (scripts/device/precision_gp
 the real one."""
 
 import copy
+import dataclasses
 import re
 
 import numpy as np
@@ -43,12 +44,14 @@ def fake_gpu_timer(variants, name, rows):
     return (high, high * 1.5) if 'attn_in' in name else (high, high * 0.5)
 
 
-def _prepared(budget: Budget):
+@pytest.fixture(scope='module')
+def prepared():
     """(spec, pipeline, graph, modules, pass results, example values, rewrites) as
-    compile_spec has them when it plans (the tiny cuda spec, planned)."""
+    compile_spec has them when it plans (the tiny cuda spec, planned); `_plan` copies what a
+    plan changes, so the tests share one preparation."""
     spec = load_spec(CUDA_SPEC)
     spec = type(spec)(**{**spec.__dict__, 'precision': PrecisionPlan(
-        'auto', budget, Calibration('parity', '', 2))})
+        'auto', Budget(), Calibration('parity', '', 2))})
     pipeline = build_pipeline(spec, device='cpu')
     example = {}
     graph = trace_pipeline(pipeline, pipeline.example_observation(), export=False,
@@ -60,19 +63,30 @@ def _prepared(budget: Budget):
     return spec, pipeline, graph, modules, results, example, rewrites
 
 
-@pytest.fixture(scope='module')
-def planned(tmp_path_factory):
-    spec, pipeline, graph, modules, results, example, rewrites = _prepared(
-        Budget(cosine=0.999, max_rel=2e-2))
-    before = copy.deepcopy(modules)
-    said = []
+def _plan(prepared, budget: Budget, folder, say=lambda message: None) -> tuple:
+    """plan_module_precision at `budget` on a copy of the prepared modules -> (spec, the
+    modules it changed, its results, records, evidence)."""
+    spec, pipeline, graph, modules, results, example, rewrites = prepared
+    spec = type(spec)(**{**spec.__dict__, 'precision': dataclasses.replace(
+        spec.precision, budget=budget)})
+    modules = copy.deepcopy(modules)
     results, records, evidence = plan_module_precision(
-        spec, pipeline, graph, modules, results, example, rewrites,
-        str(tmp_path_factory.mktemp('plan')), 'cpu', said.append, timer=fake_gpu_timer)
+        spec, pipeline, graph, modules, dict(results), example, rewrites, str(folder), 'cpu',
+        say, timer=fake_gpu_timer)
+    return spec, modules, results, records, evidence
+
+
+@pytest.fixture(scope='module')
+def planned(prepared, tmp_path_factory):
+    _, _, graph, modules, _, example, _ = prepared
+    said = []
+    spec, planned_modules, results, records, evidence = _plan(
+        prepared, Budget(cosine=0.999, max_rel=2e-2), tmp_path_factory.mktemp('plan'),
+        said.append)
     (group,) = [g for g in partition(graph, spec, assign(graph, spec)) if g.backend == 'cuda']
     args = [torch.as_tensor(np.asarray(example[v])) for v in group.inputs]
-    return dict(spec=spec, graph=graph, group=group, args=args, before=before,
-                modules=modules, results=results, records=records, evidence=evidence,
+    return dict(spec=spec, graph=graph, group=group, args=args, before=modules,
+                modules=planned_modules, results=results, records=records, evidence=evidence,
                 said=said, example=example)
 
 
@@ -150,12 +164,9 @@ def test_fp8_linears_anywhere_in_the_prefix_and_vision_run_on_the_kernel_path(pl
         torch.testing.assert_close(a, b, atol=2e-4, rtol=1e-3)
 
 
-def test_a_budget_nothing_fits_keeps_every_linear_and_says_so(tmp_path):
-    spec, pipeline, graph, modules, results, example, rewrites = _prepared(
-        Budget(cosine=1.0, max_rel=0.0))
-    results, records, evidence = plan_module_precision(
-        spec, pipeline, graph, modules, results, example, rewrites, str(tmp_path), 'cpu',
-        lambda message: None, timer=fake_gpu_timer)
+def test_a_budget_nothing_fits_keeps_every_linear_and_says_so(prepared, tmp_path):
+    _, modules, results, records, _ = _plan(prepared, Budget(cosine=1.0, max_rel=0.0),
+                                            tmp_path)
     (record,) = records.values()
     assert not results['precision_plan'].changed
     assert not any(isinstance(m, Fp8Linear) for stage in modules.values()
@@ -165,7 +176,7 @@ def test_a_budget_nothing_fits_keeps_every_linear_and_says_so(tmp_path):
     assert all(d['precision'] == 'fp32' for d in record['layers'].values())
 
 
-def test_the_set_backs_off_linear_by_linear_until_it_fits(planned, tmp_path):
+def test_the_set_backs_off_linear_by_linear_until_it_fits(prepared, planned, tmp_path):
     """A budget every linear fits alone but their set does not (between the worst single
     error and the whole set's, both measured by the fixture's plan): the plan backs off the
     last-ranked linears one at a time and ends within the budget."""
@@ -174,10 +185,7 @@ def test_the_set_backs_off_linear_by_linear_until_it_fits(planned, tmp_path):
     whole = entry['steps'][0]['max_rel']
     assert whole > singles  # the errors of FP8 linears add up
     budget = Budget(cosine=0.0, max_rel=(singles + whole) / 2)
-    spec, pipeline, graph, modules, results, example, rewrites = _prepared(budget)
-    _, records, evidence = plan_module_precision(
-        spec, pipeline, graph, modules, results, example, rewrites, str(tmp_path), 'cpu',
-        lambda message: None, timer=fake_gpu_timer)
+    _, _, _, records, evidence = _plan(prepared, budget, tmp_path)
     (record,), (group,) = records.values(), evidence.values()
     steps = group['steps']
     assert len(steps) > 1 and not steps[0]['within_budget'] and steps[-1]['within_budget']
