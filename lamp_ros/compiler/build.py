@@ -158,10 +158,11 @@ def plan_module_precision(spec, pipeline, graph, modules: dict, results: dict, e
     from lamp_ros.artifact.load import open_artifact
     from lamp_ros.compiler.precision_modules import plan_modules
     from lamp_ros.compiler.rewrites import PassResult
-    staged = record_passes(graph, modules, results)  # weights hashed, nothing exported
-    assignments = assign(staged, spec)
-    groups = partition(staged, spec, assignments)
-    variants = {g.name: make(staged, g, modules, example, device) for g in groups
+    # the provisional artifact reads the graph as the passes left it: no weight hashes or
+    # exported subgraphs (record_passes makes them once, after the plan)
+    assignments = assign(graph, spec)
+    groups = partition(graph, spec, assignments)
+    variants = {g.name: make(graph, g, modules, example, device) for g in groups
                 if (make := getattr(get_backend(g.backend), 'precision_variants', None))}
     if not variants:
         return results, {}, {}
@@ -169,11 +170,11 @@ def plan_module_precision(spec, pipeline, graph, modules: dict, results: dict, e
     try:
         provisional = {**example, '@resources': write_resources(
             root, getattr(pipeline.policy, 'resources', {}))}
-        built, _ = compile_groups(root, staged, groups, modules, provisional, spec, rewrites,
+        built, _ = compile_groups(root, graph, groups, modules, provisional, spec, rewrites,
                                   say, placeholders=variants)
-        write_plan(root, staged, BuildPlan(
-            target=spec.target, groups=tuple(built), phases=phases(staged),
-            coverage=coverage(staged, assignments), options=spec.build.to_dict()),
+        write_plan(root, graph, BuildPlan(
+            target=spec.target, groups=tuple(built), phases=phases(graph),
+            coverage=coverage(graph, assignments), options=spec.build.to_dict()),
             spec, pipeline)
         refusals = rewrites.low_precision_refusals(modules) \
             if rewrites.low_precision_refusals else {}

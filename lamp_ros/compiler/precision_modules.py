@@ -90,6 +90,7 @@ def plan_modules(artifact, variants: dict, spec, pipeline, refusals: dict, say,
         evidence[group_name] = {
             'precision': precision, 'gain': 'saved_ms', 'layers': table, 'steps': steps,
             'chosen': chosen, 'saved_ms': saved, 'candidates_ms': timed,
+            'observations': len(observations),
             'combined': steps[-1] if steps and steps[-1]['within_budget'] else None}
         say(f'precision plan: {group_name}: {len(chosen)} of {len(table)} linears in '
             f'{precision}, saving {saved:.3f} ms of the {timed:.3f} ms they take in {kept}')

@@ -172,8 +172,8 @@ def plan_precision(root: str, spec, pipeline, say, planned: dict | None = None) 
                 'groups': dict(planned or {})}
     if not lowerings:
         if planned:
-            evidence['calibration']['observations'] = len(
-                calibration_observations(spec, pipeline))
+            evidence['calibration']['observations'] = next(
+                iter(planned.values()))['observations']
             return artifact.plan, evidence
         raise PrecisionPlanError(
             'precision.plan auto: no group of this plan has a backend that lowers layers '
