@@ -96,9 +96,15 @@ def _bench(args) -> int:
 def _record(args) -> int:
     from lamp_ros.regress.record import record
     from lamp_ros.regress.topics import recorded
+
+    def said(session):
+        cameras = ', '.join(f'{slot} {c["topic"]}' for slot, c in session['cameras'].items())
+        print(f'session of {session.get("node")}: artifact {session.get("artifact_id", "")[:16]}'
+              f' ({session.get("execution")}), cameras {cameras}', flush=True)
     result = record(args.out, args.duration, storage=args.storage,
                     topic_types=recorded(args.cameras),
-                    on_match=lambda topic: print(f'matched {topic}', flush=True))
+                    on_match=lambda topic: print(f'matched {topic}', flush=True),
+                    on_session=said)
     stopped = ', stopped by a signal' if result['stopped'] == 'signal' else ''
     print(f'recorded {result["messages"]} messages -> {result["bag"]} ({result["storage"]})'
           f'{stopped}')
@@ -122,8 +128,9 @@ def _calibration_set(args) -> int:
 
 def _replay(args) -> int:
     from lamp_ros.regress import replay as rp
-    if not args.live and not args.artifact:
-        raise ValueError('--artifact is needed (or --live to replay into a running node)')
+    if not args.artifact:
+        raise ValueError('--artifact is needed: the artifact to replay through (with --live: '
+                         'the one the running node runs, to check its commands against)')
     common = {'atol': args.atol, 'rtol': args.rtol}
     if args.against:
         report = rp.localize(args.bag, args.artifact, args.against, prompt=args.prompt,
@@ -132,8 +139,9 @@ def _replay(args) -> int:
     elif args.live:
         from lamp_ros.regress.live import live_replay, LiveReplayError
         try:
-            report = live_replay(args.bag, rate=args.rate,
-                                 discovery_timeout=args.discovery_timeout, **common)
+            report = live_replay(args.bag, args.artifact, rate=args.rate,
+                                 discovery_timeout=args.discovery_timeout,
+                                 session_out=args.session_out, **common)
         except LiveReplayError as exc:
             print(f'FAILED: {exc}', file=sys.stderr)
             return 1
@@ -156,17 +164,9 @@ def _replay(args) -> int:
               f'no divergence over {report["ticks"]} ticks ({report["values_compared"]} '
               'values compared)')
     else:
-        print(f'{"PASSED" if ok else "FAILED"}: {report["messages"]} commands, max abs error '
-              f'{report["max_abs_error"]}, {report["within_tolerance_pct"]:.1f}% within '
-              f'atol {args.atol} / rtol {args.rtol}; first failure: {report["first_failure"]}')
-        if report.get('inputs_substituted'):
-            print(f'  {report["inputs_substituted"]} inputs the recorder dropped were '
-                  f'substituted; the {report["exact_commands"]} commands before the first '
-                  f'{"agree" if report["exact_passed"] else "do not agree"}')
-        if args.live:
-            print(f'  graph matched after {report["discovery_s"]:.2f} s; '
-                  f'{report["commands_received"]} commands received, '
-                  f'{report["commands_matched"]} matched to the bag\'s')
+        from lamp_ros.regress.report import replay_lines
+        for line in replay_lines(report, args.atol, args.rtol):
+            print(line)
     return 0 if ok else 1
 
 
@@ -341,7 +341,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser('replay', help='replay a bag through an artifact and compare commands')
     p.add_argument('bag')
-    p.add_argument('--artifact', help='artifact to replay through (deterministic mode)')
+    p.add_argument('--artifact', help='artifact to replay through (with --live: the one the '
+                   'running node runs)')
     p.add_argument('--against', help='second artifact: name the first diverging node')
     p.add_argument('--live', action='store_true', help='publish to a running node instead')
     p.add_argument('--rate', type=float, default=1.0, help='live mode: playback speed')
@@ -350,7 +351,10 @@ def build_parser() -> argparse.ArgumentParser:
                    'publisher before failing')
     p.add_argument('--golden', help='compare with this golden JSON instead of the bag')
     p.add_argument('--save-golden', help='write the produced commands as a golden JSON')
-    p.add_argument('--prompt', default='pick up the red cube and place it in the bowl')
+    p.add_argument('--session-out', help='live mode: keep the session (inputs as published, '
+                   'the node\'s records) as a bag here')
+    p.add_argument('--prompt', help='the task prompt (default: the recorded node\'s, else the '
+                   'default prompt)')
     p.add_argument('--atol', type=float, default=1e-5)
     p.add_argument('--rtol', type=float, default=1e-4)
     p.add_argument('--json', action='store_true')

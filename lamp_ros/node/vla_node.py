@@ -31,15 +31,14 @@ from rclpy.lifecycle import LifecycleNode, TransitionCallbackReturn
 from rclpy.qos import qos_profile_sensor_data
 from rcl_interfaces.msg import ParameterDescriptor, SetParametersResult
 
-from lamp_ros.node import convert
+from lamp_ros.node import convert, records
 from lamp_ros.node.diagnostics import diagnostic_status, PROFILE_LAYOUT, profile_values
 from lamp_ros.node.engine import ControlEngine, skipped_periods
 from lamp_ros.node.params import check, NodeConfig, PARAMETERS
+from lamp_ros.node.records import LATENCY_LAYOUT  # noqa: F401 (the layout's old home)
+from lamp_ros.runtime import episode_state
 
 SUCCESS, FAILURE = TransitionCallbackReturn.SUCCESS, TransitionCallbackReturn.FAILURE
-LATENCY_LAYOUT = ('input_stamp_s', 'e2e_latency_s', 'compute_s', 'inferred', 'fresh',
-                  'tick_s', 'episode_start_s', 'command_index', 'rtc_delay',
-                  'stamp.joints')  # then stamp.<slot> per camera, `cameras` order
 
 
 class VlaNode(LifecycleNode):
@@ -52,6 +51,7 @@ class VlaNode(LifecycleNode):
         self.config = None
         self.engine = None
         self._lamp_pubs, self._lamp_subs, self._lamp_timers = {}, [], {}
+        self._session_pub = None
         from std_srvs.srv import Trigger
         # there in every state, so an operator's call is answered (refused while not active)
         self.create_service(Trigger, '~/hold', self._on_hold)
@@ -120,11 +120,12 @@ class VlaNode(LifecycleNode):
         self.engine = ControlEngine(self.runtime, list(slots), joints, cfg.prompt,
                                     cfg.max_obs_age_s, cfg.max_skew_s, cfg.on_fault)
         self._create_io(cfg, slots)
+        self._publish_session(cfg, slots)
 
     def _create_io(self, cfg, slots) -> None:
         from diagnostic_msgs.msg import DiagnosticArray
         from sensor_msgs.msg import CompressedImage, Image, JointState
-        from std_msgs.msg import Float64MultiArray
+        from std_msgs.msg import Float64MultiArray, UInt8MultiArray
         from trajectory_msgs.msg import JointTrajectory
         if cfg.output == 'joint_trajectory':
             out_type, default_topic = JointTrajectory, '~/joint_trajectory'
@@ -139,6 +140,9 @@ class VlaNode(LifecycleNode):
             'command': self.create_lifecycle_publisher(out_type, topic, 10),
             'latency': self.create_lifecycle_publisher(Float64MultiArray, '~/command_latency',
                                                        10),
+            'inference': self.create_lifecycle_publisher(Float64MultiArray, '~/inference', 10),
+            'episode_state': self.create_lifecycle_publisher(UInt8MultiArray,
+                                                             '~/episode_state', 10),
             'profile': self.create_lifecycle_publisher(Float64MultiArray, '~/profile', 10),
             'diagnostics': self.create_lifecycle_publisher(DiagnosticArray, '/diagnostics', 10),
         }
@@ -201,7 +205,10 @@ class VlaNode(LifecycleNode):
             self.destroy_subscription(sub)
         for pub in self._lamp_pubs.values():
             self.destroy_lifecycle_publisher(pub)
+        if self._session_pub is not None:
+            self.destroy_publisher(self._session_pub)
         self._lamp_timers, self._lamp_subs, self._lamp_pubs = {}, [], {}
+        self._session_pub = None
         self._active, self._held = False, None
         if self.runtime is not None:
             self.runtime.close()
@@ -242,6 +249,7 @@ class VlaNode(LifecycleNode):
         if held is not None:  # ~/hold: no inference moves the robot until ~/resume
             if held['position'] is not None:
                 self._publish([held['position']])
+                self._publish_latency(None, now)
             return
         try:
             result = self.engine.tick(now)
@@ -249,6 +257,8 @@ class VlaNode(LifecycleNode):
             self.get_logger().error(f'tick failed: {exc}\n{traceback.format_exc()}')
             result = self.engine.fault('error', f'{type(exc).__name__}: {exc}')
         self._set_fault(result.fault, result.reason)
+        if result.inference is not None:
+            self._publish_inference(result.inference)
         if result.command is None or self._held is not None:  # ~/hold came during the tick
             return
         points = [result.command]
@@ -284,22 +294,51 @@ class VlaNode(LifecycleNode):
     def _publish_latency(self, result, now: float) -> None:
         """One message per published command (same order): when its inputs were taken, the
         latency, and the header stamp of every input used, so a replay can rebuild the exact
-        observation (layout in LATENCY_LAYOUT; NaN for held commands). `rtc_delay`: on the
-        tick that started a chunk of an rtc artifact, the delay (ticks) it is generated for."""
-        nan = float('nan')
-        e2e = self._now() - result.stamp if result.fresh else nan
-        if result.fresh:
+        observation (node/records.py; NaN stamps for held commands, `held` 1 for those of
+        ~/hold: result None). `rtc_delay`: on the tick that started a chunk of an rtc
+        artifact, the delay (ticks) it is generated for."""
+        fresh = result is not None and result.fresh
+        e2e = self._now() - result.stamp if fresh else float('nan')
+        if fresh:
             self._e2e_ms.append(e2e * 1e3)
-        stamps = result.stamps or {}
-        inferred = bool(result.fresh and self.runtime.last_inferred)
+        inferred = bool(fresh and self.runtime.last_inferred)
         delay = self.runtime.last_delay if inferred and self.runtime.rtc else None
-        values = [result.stamp if result.fresh else nan, e2e, result.compute_s,
-                  float(inferred), float(result.fresh), now, self.engine.t0,
-                  float(self._published - 1), nan if delay is None else float(delay),
-                  stamps.get('joints', nan)]
-        values += [stamps.get(slot, nan) for slot in self.engine.inputs.slots]
-        label = ','.join([*LATENCY_LAYOUT, *(f'stamp.{s}' for s in self.engine.inputs.slots)])
+        values, label = records.latency_row(result, now, self.engine.t0, self._published - 1,
+                                            inferred, delay, self.engine.inputs.slots, e2e,
+                                            held=result is None)
         self._lamp_pubs['latency'].publish(convert.float_array(values, label))
+
+    def _publish_inference(self, record) -> None:
+        """The inference whose chunk (or failure) this tick received, and after a merged
+        chunk the episode's state: what a replay needs to run an asynchronous episode, or
+        one it joins midway, exactly as it went (node/records.py)."""
+        from std_msgs.msg import UInt8MultiArray
+        values, label = records.inference_row(record, self.engine.t0, self.engine.inputs.slots)
+        self._lamp_pubs['inference'].publish(convert.float_array(values, label))
+        if record.error:
+            return
+        msg = UInt8MultiArray()
+        msg.data = episode_state.to_bytes(episode_state.capture(self.runtime), {
+            'artifact_id': self.runtime.id, 'tick_s': repr(record.merged),
+            'episode_start_s': repr(self.engine.t0), 'inference_index': str(record.index)})
+        self._lamp_pubs['episode_state'].publish(msg)
+
+    def _publish_session(self, cfg, slots) -> None:
+        """~/session, once per configure: the configuration every episode of this
+        configuration runs with (transient local: a recorder that starts later gets it)."""
+        import json
+
+        from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+        from std_msgs.msg import String
+        qos = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
+                         durability=DurabilityPolicy.TRANSIENT_LOCAL)
+        publisher = self.create_publisher(String, '~/session', qos)
+        self._session_pub = publisher
+        published = {name: pub.topic_name for name, pub in self._lamp_pubs.items()}
+        msg = String()
+        msg.data = json.dumps(records.session(self.get_fully_qualified_name(), self.runtime,
+                                              cfg, slots, self.joint_names, published))
+        publisher.publish(msg)
 
     # ---- hold / resume -----------------------------------------------------------------------
 

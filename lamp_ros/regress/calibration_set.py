@@ -16,7 +16,7 @@ import numpy as np
 from lamp_ros.node.convert import compressed_to_rgb, image_to_rgb, joint_positions, Rejected
 from lamp_ros.regress import topics
 from lamp_ros.regress.bag import BagError, read_bag
-from lamp_ros.regress.replay import bag_layout
+from lamp_ros.regress.recording import bag_layout
 
 
 def bag_observations(bag: str, camera_slots, joint_names, prompt: str | None,

@@ -1,5 +1,5 @@
 """Live replay: the bag's inputs published to a running node at the recorded timing (scaled by
-`rate`), and what the node publishes recorded and compared with the bag's commands.
+`rate`); what the node does with them is recorded and checked.
 
 Nothing is published before the graph is there: every input publisher must be matched by a
 subscription (the node's) and the command subscription by a publisher, and the node must say
@@ -12,19 +12,27 @@ and the node then sees nothing.
 Header stamps are moved onto the live clock (bag time + the offset between the bag's start and
 the start of the playback), as a live robot's would be; otherwise the node would see stamps
 from the recording day and judge every observation stale or from the future.
-Timing is real here (scheduling, DDS, inference in a worker), so commands are matched to the
-recorded command nearest in (scaled) bag time and compared with the same tolerance as the
-deterministic mode; expect looser agreement than there. A node that publishes no command while
-the bag plays fails the replay with that reason.
+
+Timing is real here (scheduling, DDS, inference in a worker): the node's ticks fall between
+the bag's frames where they fall, so its commands cannot be expected to equal the bag's. What
+is checked is the running node itself: the session (the inputs as published, and the node's own
+records of which of them it used and when each chunk arrived, node/records.py) is written as a
+bag and replayed deterministically through the artifact the node runs (replay.py). `passed`
+means the node computed, command for command, what the artifact computes from the inputs it
+used. The bag's own commands are compared too, nearest in time (`recorded_*`), for information.
+A node that publishes no command while the bag plays fails the replay with that reason.
 """
 
+import os
+import tempfile
 import threading
 import time
 
 from lamp_ros.regress import topics
-from lamp_ros.regress.bag import read_bag, TYPESTORE
-from lamp_ros.regress.record import message_class
-from lamp_ros.regress.replay import bag_layout, compare_commands
+from lamp_ros.regress.bag import BagWriter, read_bag, TYPESTORE
+from lamp_ros.regress.record import message_class, qos_for
+from lamp_ros.regress.recording import bag_layout
+from lamp_ros.regress.replay import compare_commands, replay
 
 DISCOVERY_TIMEOUT_S = 20.0
 DEFAULT_COMMAND_TOPIC = '/vla_policy/joint_trajectory'
@@ -98,38 +106,95 @@ def wait_for_graph(publishers: dict, subscription, timeout: float) -> float:
         time.sleep(0.02)
 
 
-def live_replay(bag: str, rate: float = 1.0, atol: float = 1e-5, rtol: float = 1e-4,
-                discovery_timeout: float = DISCOVERY_TIMEOUT_S) -> dict:
-    """Play `bag`'s inputs into the running node; the comparison report, with `discovery_s`,
-    `commands_received` and `commands_matched`. LiveReplayError when the graph never forms or
-    the node publishes no command while the bag plays."""
+def live_replay(bag: str, artifact: str, rate: float = 1.0, atol: float = 1e-5,
+                rtol: float = 1e-4, discovery_timeout: float = DISCOVERY_TIMEOUT_S,
+                session_out: str | None = None) -> dict:
+    """Play `bag`'s inputs into the running node and check its commands (see the module
+    docstring); the report has `discovery_s`, `commands_received`, and the bag's commands
+    compared nearest in time as `recorded_*`. `session_out`: keep the session's bag there.
+    LiveReplayError when the graph never forms or the node publishes no command."""
+    if rate <= 0:
+        raise ValueError(f'rate: must be > 0, got {rate}')
+    if discovery_timeout <= 0:
+        raise ValueError(f'discovery_timeout: must be > 0, got {discovery_timeout}')
+    if session_out and os.path.exists(session_out):
+        raise ValueError(f'{session_out}: exists; the session is written as a new bag')
+    messages = read_bag(bag)
+    layout = bag_layout(messages)
+    inputs = [m for m in messages if m.topic != layout['command'] and
+              m.topic in {t for t, _ in layout['cameras'].values()} | {layout['joints']}]
+    if not inputs:
+        raise LiveReplayError(f'{bag}: no camera or joint state message to play')
+    recorded = [(m.t_ns, topics.command_positions(m.decode(), layout['command_type']))
+                for m in messages if m.topic == layout['command']]
+    command_type = layout['command_type'] or topics.TRAJECTORY
+    command_topic = layout['command'] or DEFAULT_COMMAND_TOPIC
+    with tempfile.TemporaryDirectory(prefix='lamp_live_') as scratch:
+        out = session_out or os.path.join(scratch, 'session')
+        played = _play(inputs, rate, discovery_timeout, command_topic, command_type, out)
+        if not played['commands']:
+            raise LiveReplayError(
+                f'no command on {command_topic} during the {played["played_s"]:.1f} s replay '
+                f'(matched after {played["discovery_s"]:.2f} s): is the node active, and does '
+                'it accept the bag\'s inputs (its /diagnostics say)?')
+        report = replay(out, artifact, atol=atol, rtol=rtol)
+    report.pop('produced', None)
+    report.update(mode='live', rate=rate, bag=bag, session_bag=session_out,
+                  discovery_s=round(played['discovery_s'], 3),
+                  played_s=round(played['played_s'], 3),
+                  commands_received=len(played['commands']),
+                  **_against_recording(played, recorded, inputs[0].t_ns, rate, atol, rtol))
+    return report
+
+
+def _against_recording(played: dict, recorded: list, t_first: int, rate: float,
+                       atol: float, rtol: float) -> dict:
+    """The node's commands against the bag's, each paired with the recorded command nearest
+    in (scaled) bag time: informative, since live ticks fall where they fall."""
+    expected, produced, times = [], [], []
+    for t_live, positions in played['commands']:
+        t_bag = t_first + (t_live - played['start']) * rate * 1e9
+        nearest = min(recorded, key=lambda r: abs(r[0] - t_bag)) if recorded else None
+        if nearest is not None and abs(nearest[0] - t_bag) < MATCH_WINDOW_S * 1e9:
+            expected.append(nearest[1])
+            produced.append(positions)
+            times.append((t_live - played['start']) * rate)
+    against = compare_commands(produced, expected, atol, rtol, times)
+    return {'recorded_commands_matched': len(produced),
+            'recorded_within_tolerance_pct': against['within_tolerance_pct'],
+            'recorded_max_abs_error': against['max_abs_error']}
+
+
+def _play(inputs, rate: float, discovery_timeout: float, command_topic: str,
+          command_type: str, out: str) -> dict:
+    """Publish `inputs` on the live clock and write the session bag `out`: the inputs as
+    published and everything the node publishes about its work."""
     import rclpy
     from rclpy.executors import SingleThreadedExecutor
     from rclpy.node import Node
     from rclpy.qos import qos_profile_sensor_data
     from diagnostic_msgs.msg import DiagnosticArray
 
-    if rate <= 0:
-        raise ValueError(f'rate: must be > 0, got {rate}')
-    if discovery_timeout <= 0:
-        raise ValueError(f'discovery_timeout: must be > 0, got {discovery_timeout}')
-    messages = read_bag(bag)
-    layout = bag_layout(messages)
-    inputs = [m for m in messages if m.topic != layout['command'] and
-              m.topic in {t for t, _ in layout['cameras'].values()} | {topics.JOINTS_TOPIC}]
-    recorded = [(m.t_ns, topics.command_positions(m.decode(), layout['command_type']))
-                for m in messages if m.topic == layout['command']]
-    command_type = layout['command_type'] or topics.TRAJECTORY
-    command_topic = layout['command'] or DEFAULT_COMMAND_TOPIC
     t_first = inputs[0].t_ns
-    t_last = max([m.t_ns for m in inputs] + [t for t, _ in recorded])
-
+    t_last = inputs[-1].t_ns
     context = rclpy.Context()
     rclpy.init(context=context)
     node = Node('lamp_live_replay', context=context)
     executor = SingleThreadedExecutor(context=context)
     spinner = None
-    received = []
+    writer = BagWriter(out)
+    lock = threading.Lock()
+    commands = []
+
+    def keep(topic, msgtype):
+        def callback(raw):
+            now = node.get_clock().now().nanoseconds
+            with lock:
+                writer.write(topic, msgtype, now, raw)
+            if topic == command_topic:
+                msg = TYPESTORE.deserialize_cdr(bytes(raw), msgtype)
+                commands.append((time.monotonic(), topics.command_positions(msg, msgtype)))
+        return callback
     try:
         pubs = {}
         for m in inputs:
@@ -137,9 +202,11 @@ def live_replay(bag: str, rate: float = 1.0, atol: float = 1e-5, rtol: float = 1
                 pubs[m.topic] = node.create_publisher(message_class(m.msgtype), m.topic,
                                                       qos_profile_sensor_data)
         subscription = node.create_subscription(
-            message_class(command_type), command_topic,
-            lambda msg: received.append((time.monotonic(),
-                                         topics.command_positions(msg, command_type))), 50)
+            message_class(command_type), command_topic, keep(command_topic, command_type), 50,
+            raw=True)
+        for topic, msgtype in topics.NODE_RECORDS.items():
+            node.create_subscription(message_class(msgtype), topic, keep(topic, msgtype),
+                                     qos_for(msgtype, topic), raw=True)
         executor.add_node(node)
         spinner = threading.Thread(target=executor.spin, daemon=True)
         spinner.start()
@@ -159,7 +226,10 @@ def live_replay(bag: str, rate: float = 1.0, atol: float = 1e-5, rtol: float = 1
             bag_ns = stamp.sec * 10**9 + stamp.nanosec
             live_ns = clock_start + int((bag_ns - t_first) / rate)
             stamp.sec, stamp.nanosec = live_ns // 10**9, live_ns % 10**9
-            pubs[m.topic].publish(bytes(TYPESTORE.serialize_cdr(msg, m.msgtype)))  # raw CDR
+            raw = bytes(TYPESTORE.serialize_cdr(msg, m.msgtype))
+            with lock:
+                writer.write(m.topic, m.msgtype, node.get_clock().now().nanoseconds, raw)
+            pubs[m.topic].publish(raw)  # raw CDR
         end = start + ((t_last - t_first) * 1e-9 + TAIL_S) / rate
         while time.monotonic() < end:  # the commands of the bag's last ticks
             time.sleep(min(0.01, max(0.0, end - time.monotonic())))
@@ -169,23 +239,7 @@ def live_replay(bag: str, rate: float = 1.0, atol: float = 1e-5, rtol: float = 1
             spinner.join()  # a spin thread alive at exit aborts the process in rclpy's C++
         node.destroy_node()
         rclpy.shutdown(context=context)
-    played_s = (t_last - t_first) * 1e-9 / rate
-    if not received:
-        raise LiveReplayError(f'no command on {command_topic} during the {played_s:.1f} s '
-                              f'replay (matched after {discovery_s:.2f} s): is the node '
-                              'active, and does it accept the bag\'s inputs (its /diagnostics '
-                              'say)?')
-    # Match each live command to the recorded command nearest in scaled bag time.
-    expected, produced, times = [], [], []
-    for t_live, positions in received:
-        t_bag = t_first + (t_live - start) * rate * 1e9
-        nearest = min(recorded, key=lambda r: abs(r[0] - t_bag)) if recorded else None
-        if nearest is not None and abs(nearest[0] - t_bag) < MATCH_WINDOW_S * 1e9:
-            expected.append(nearest[1])
-            produced.append(positions)
-            times.append((t_live - start) * rate)
-    report = compare_commands(produced, expected, atol, rtol, times)
-    report.update(mode='live', rate=rate, atol=atol, rtol=rtol, bag=bag,
-                  discovery_s=round(discovery_s, 3), played_s=round(played_s, 3),
-                  commands_received=len(received), commands_matched=len(produced))
-    return report
+        with lock:
+            writer.close()
+    return {'commands': commands, 'start': start, 'discovery_s': discovery_s,
+            'played_s': (t_last - t_first) * 1e-9 / rate}

@@ -3,10 +3,18 @@
 Raw subscriptions hand over the CDR bytes as received, so the bag holds exactly what was on the
 wire; the receive time (ROS clock) is the bag timestamp. Sensor topics are subscribed with the
 sensor-data QoS (best effort), which also receives from reliable publishers, with a queue deep
-enough (RECORDER_DEPTH) that a recorder busy writing does not drop what already arrived.
+enough (RECORDER_DEPTH) that a recorder busy writing does not drop what already arrived; the
+node's own records are reliable.
+
+What to record follows the node: its `~/session` message (transient local, so it arrives
+whenever the recorder starts) names the topics it reads, and the recorder subscribes to those
+as soon as it has it, whatever the robot calls its cameras. Before that (or with no lamp node
+at all) it records the default topics (regress/topics.py).
 """
 
 import importlib
+import json
+import os
 import signal
 import threading
 import time
@@ -23,21 +31,41 @@ def message_class(msgtype: str):
     return getattr(importlib.import_module(f'{package}.msg'), name)
 
 
+def qos_for(msgtype: str, topic: str):
+    """The subscription QoS that hears every sample of `topic`: transient local for the
+    node's session, sensor data (best effort, deep) for sensors, reliable for the rest."""
+    from rclpy.qos import (DurabilityPolicy, QoSProfile, qos_profile_sensor_data,
+                           ReliabilityPolicy)
+    if topic == topics.SESSION_TOPIC:  # the node publishes it once, transient local
+        return QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
+                          durability=DurabilityPolicy.TRANSIENT_LOCAL)
+    if msgtype in topics.SENSORS:
+        return QoSProfile(depth=RECORDER_DEPTH, reliability=qos_profile_sensor_data.reliability,
+                          durability=qos_profile_sensor_data.durability,
+                          history=qos_profile_sensor_data.history)
+    return RECORDER_DEPTH
+
+
 def record(out: str, duration: float, storage: str = 'mcap', topic_types=None,
-           context=None, on_start=None, on_match=None) -> dict:
+           context=None, on_start=None, on_match=None, on_session=None) -> dict:
     """Record `topic_types` (default: every topic the node uses) for `duration` seconds, or
     until SIGINT / SIGTERM (Ctrl-C) when it runs its own ROS context in the main thread: the
     bag is closed either way and `stopped` says which ended it. `on_match(topic)` is called
     once per topic when its subscription is first matched by a publisher: from then on the
     recording holds what that publisher sends (whoever starts the node after the recorder
-    can wait for it instead of guessing how long discovery takes)."""
+    can wait for it instead of guessing how long discovery takes). `on_session(session)` is
+    called when the node's `~/session` arrives (its topics are then recorded too)."""
     import rclpy
     from rclpy.executors import SingleThreadedExecutor
     from rclpy.node import Node
-    from rclpy.qos import QoSProfile, qos_profile_sensor_data
     from rclpy.signals import SignalHandlerOptions
 
-    topic_types = topic_types or topics.recorded()
+    if os.path.exists(out):
+        raise ValueError(f'{out}: exists; lamp record writes a new bag folder (give another '
+                         '--out, or remove that one)')
+    if not duration > 0:
+        raise ValueError(f'duration: must be > 0 seconds, got {duration}')
+    topic_types = dict(topic_types or topics.recorded())
     own = context is None
     if own:
         context = rclpy.Context()
@@ -52,24 +80,35 @@ def record(out: str, duration: float, storage: str = 'mcap', topic_types=None,
     lock = threading.Lock()
     counts = {}
     node = Node('lamp_recorder', context=context)
+    subscriptions, unmatched = {}, {}
 
-    def make_callback(topic, msgtype):
+    def subscribe(topic: str, msgtype: str) -> None:
+        if topic in subscriptions:
+            return
+
         def callback(raw: bytes):
             t_ns = node.get_clock().now().nanoseconds
             with lock:
                 writer.write(topic, msgtype, t_ns, raw)
                 counts[topic] = counts.get(topic, 0) + 1
-        return callback
+            if topic == topics.SESSION_TOPIC:
+                follow(raw)
+        subscriptions[topic] = unmatched[topic] = node.create_subscription(
+            message_class(msgtype), topic, callback, qos_for(msgtype, topic), raw=True)
 
-    sensor = QoSProfile(depth=RECORDER_DEPTH, reliability=qos_profile_sensor_data.reliability,
-                        durability=qos_profile_sensor_data.durability,
-                        history=qos_profile_sensor_data.history)
-    unmatched = {}
+    def follow(raw: bytes) -> None:
+        from lamp_ros.regress.bag import TYPESTORE
+        try:
+            session = json.loads(TYPESTORE.deserialize_cdr(raw, topics.STRING).data)
+        except ValueError:
+            return  # not a lamp session: the default topics stay what is recorded
+        for topic, msgtype in topics.session_inputs(session).items():
+            subscribe(topic, msgtype)
+        if on_session:
+            on_session(session)
+
     for topic, msgtype in topic_types.items():
-        qos = sensor if msgtype in (topics.IMAGE, topics.COMPRESSED, topics.JOINT_STATE) \
-            else RECORDER_DEPTH
-        unmatched[topic] = node.create_subscription(
-            message_class(msgtype), topic, make_callback(topic, msgtype), qos, raw=True)
+        subscribe(topic, msgtype)
     executor = SingleThreadedExecutor(context=context)
     executor.add_node(node)
     if on_start:

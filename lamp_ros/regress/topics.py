@@ -6,11 +6,21 @@ JOINT_STATE = 'sensor_msgs/msg/JointState'
 TRAJECTORY = 'trajectory_msgs/msg/JointTrajectory'
 FLOAT_ARRAY = 'std_msgs/msg/Float64MultiArray'
 DIAGNOSTICS = 'diagnostic_msgs/msg/DiagnosticArray'
+STRING = 'std_msgs/msg/String'
+BYTES = 'std_msgs/msg/UInt8MultiArray'
 
 SLOTS = ('base', 'left_wrist', 'right_wrist')  # the simulated arm's cameras (lamp sim's default)
 JOINTS_TOPIC = '/joint_states'
 COMMAND_TOPICS = {'/vla_policy/joint_trajectory': TRAJECTORY,
                   '/vla_policy/commands': FLOAT_ARRAY}
+# what vla_node says about its own work (node/records.py), under its default name
+SESSION_TOPIC = '/vla_policy/session'
+LATENCY_TOPIC = '/vla_policy/command_latency'
+INFERENCE_TOPIC = '/vla_policy/inference'
+EPISODE_STATE_TOPIC = '/vla_policy/episode_state'
+NODE_RECORDS = {SESSION_TOPIC: STRING, LATENCY_TOPIC: FLOAT_ARRAY,
+                INFERENCE_TOPIC: FLOAT_ARRAY, EPISODE_STATE_TOPIC: BYTES}
+SENSORS = (IMAGE, COMPRESSED, JOINT_STATE)
 
 
 def camera_topic(slot: str) -> str:
@@ -27,16 +37,32 @@ def camera_slot(topic: str) -> str | None:
 
 
 def recorded(slots=SLOTS) -> dict:
-    """{topic: type} a recording holds: each camera slot's topic (raw and compressed), the
-    joint states, the node's commands and latency messages, the diagnostics."""
+    """{topic: type} a recording holds before the node says which inputs it reads: each camera
+    slot's default topic (raw and compressed), the joint states, the node's commands, its own
+    records (session, latency, inferences, episode state) and the diagnostics."""
     return {
         **{camera_topic(slot): IMAGE for slot in slots},
         **{f'{camera_topic(slot)}/compressed': COMPRESSED for slot in slots},
         JOINTS_TOPIC: JOINT_STATE,
         **COMMAND_TOPICS,
-        '/vla_policy/command_latency': FLOAT_ARRAY,
+        **NODE_RECORDS,
         '/diagnostics': DIAGNOSTICS,
     }
+
+
+def session_inputs(session: dict) -> dict:
+    """{topic: type} of the inputs and the command topic a node's `~/session` names."""
+    out = {c['topic']: COMPRESSED if c['compressed'] else IMAGE
+           for c in session.get('cameras', {}).values()}
+    out[session.get('joint_states_topic', JOINTS_TOPIC)] = JOINT_STATE
+    command = (session.get('topics') or {}).get('command')
+    if command:
+        out[command] = TRAJECTORY if session.get('output') == 'joint_trajectory' \
+            else FLOAT_ARRAY
+    for name, topic in (session.get('topics') or {}).items():
+        if name in ('latency', 'inference', 'episode_state'):
+            out[topic] = BYTES if name == 'episode_state' else FLOAT_ARRAY
+    return out
 
 
 def command_positions(msg, msgtype: str):

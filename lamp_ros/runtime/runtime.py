@@ -34,7 +34,7 @@ from lamp_ros.runtime.profiler import Profiler
 from lamp_ros.runtime.rtc_delay import arrival_time, LatencyWindow
 from lamp_ros.runtime.schedule import inference_steps
 from lamp_ros.runtime.state import StateStore
-from lamp_ros.runtime.worker import InferenceWorker
+from lamp_ros.runtime.worker import InferenceResult, InferenceWorker
 
 GPU_TARGETS = ('cuda', 'tensorrt')
 EXECUTION_MODES = ('sync', 'async')
@@ -75,7 +75,7 @@ def apply_overrides(artifact, overrides: dict):
 
 class Runtime:
     def __init__(self, artifact, device: str, runners: list, state: StateStore, arena: Arena,
-                 profiler: Profiler, execution: str = 'sync'):
+                 profiler: Profiler, execution: str = 'sync', worker_factory=None):
         if execution not in EXECUTION_MODES:
             raise ValueError(f'execution: {execution!r} not in {EXECUTION_MODES}')
         self.artifact = artifact
@@ -114,16 +114,21 @@ class Runtime:
         self.guided = 'guidance_end' in graph.inputs   # rtc mode guided
         self.latency = LatencyWindow()
         self.last_delay = None      # the delay the last chunk was generated with
-        self.last_inferred = False
+        self.last_inferred = False  # an inference started in the last tick
+        self.last_merged = None     # the InferenceResult the last tick merged (or that failed)
+        self.inference_count = 0    # inferences started this episode (the next one's index)
         self.capture_into = None   # a dict to receive every value of the next sync ticks
         self.inference_errors = 0
         self.last_error = None
-        self._worker = InferenceWorker(self._infer) if execution == 'async' else None
+        # async: a thread (worker.py); replay passes one that follows a recording's schedule
+        self._worker = (worker_factory or InferenceWorker)(self._infer) \
+            if execution == 'async' else None
 
     @classmethod
     def load(cls, path: str, device: str | None = None, execution: str = 'sync',
              profile_window: int = 1000, overrides: dict | None = None,
-             threads: int = 0, rate_hz: float | None = None) -> 'Runtime':
+             threads: int = 0, rate_hz: float | None = None,
+             worker_factory=None) -> 'Runtime':
         """Open, verify and load an artifact; refuse with the reason when anything is off.
 
         overrides: {node id: {attr: value}} for stateful post-processing (chunker, smoother,
@@ -132,15 +137,18 @@ class Runtime:
         leaves a core to its control loop.
         rate_hz: the control rate the ticks come at, when not the artifact's (abi.rate_hz): the
         chunker's step and the deadline of every tick follow it.
+        worker_factory: async execution: `factory(infer)` -> the object that runs inferences
+        (InferenceWorker's interface); default a thread. Replay passes one that delivers each
+        chunk at the tick the recording says it arrived (regress/schedule.py).
         """
         return cls.from_artifact(open_artifact(path), device, execution, profile_window,
-                                 overrides, threads, rate_hz)
+                                 overrides, threads, rate_hz, worker_factory=worker_factory)
 
     @classmethod
     def from_artifact(cls, artifact, device: str | None = None, execution: str = 'sync',
                       profile_window: int = 1000, overrides: dict | None = None,
                       threads: int = 0, rate_hz: float | None = None,
-                      runners: dict | None = None) -> 'Runtime':
+                      runners: dict | None = None, worker_factory=None) -> 'Runtime':
         """`load` for an artifact already opened (artifact/load.py): the compiler runs
         variants of the one it is building (its precision plan) without writing each out.
         `runners`: {group name: a runner to use instead of loading that group's build} (the
@@ -176,7 +184,7 @@ class Runtime:
             except BackendUnavailable as exc:
                 raise ArtifactError(f'plan.json group {group.name}: backend {group.backend} '
                                     f'cannot run here: {exc}') from exc
-        return cls(artifact, device, runners, state, arena, profiler, execution)
+        return cls(artifact, device, runners, state, arena, profiler, execution, worker_factory)
 
     # ---- identity and episode ----------------------------------------------------------------
 
@@ -190,6 +198,8 @@ class Runtime:
             self._worker.wait_idle(timeout=30)
             self._worker.discard()
         self.state.reset()
+        self.inference_count = 0
+        self.last_merged = None
 
     def close(self) -> None:
         if self._worker:
@@ -322,6 +332,7 @@ class Runtime:
         if capture is not None:
             capture.update(feeds)
         self.last_inferred = self.needs_inference(feeds['t'])
+        self.last_merged = None
         if self.last_inferred:
             # sync: the chunk is merged in this tick, so the committed actions are those due
             # from the observation's time to now
@@ -332,6 +343,9 @@ class Runtime:
                         capture[name] = np.array(value)
             chunk, seconds = self._infer(values, capture)
             self.latency.record(seconds)
+            self.last_merged = InferenceResult(None, float(feeds['t_obs']), None, seconds,
+                                               self.inference_count)
+            self.inference_count += 1
             if self.chunk_value:
                 values[self.chunk_value] = chunk
         elif self.chunk_value:
@@ -341,7 +355,7 @@ class Runtime:
     def run_async(self, feeds: dict) -> dict | None:
         """One asynchronous tick: never waits for inference. None until the first chunk."""
         start = time.perf_counter()
-        result = self._worker.poll()
+        result = self.last_merged = self._worker.poll()
         chunk, t_obs = None, feeds['t_obs']
         if result is not None:
             if result.error:
@@ -358,7 +372,9 @@ class Runtime:
             arrive = arrival_time(feeds['t'], feeds['t_obs'], self.latency.expected(),
                                   self.period)
             snapshot = self._rtc_feeds(snapshot, arrive)
-            self.last_inferred = self._worker.submit(snapshot, feeds['t_obs'])
+            self.last_inferred = self._worker.submit(snapshot, feeds['t_obs'],
+                                                     self.inference_count)
+            self.inference_count += self.last_inferred
         if chunk is None and not self.has_plan():
             self.profiler.tick(time.perf_counter() - start, self.period)
             return None

@@ -15,6 +15,7 @@ class InferenceResult:
     t_obs: float           # observation time the chunk belongs to
     error: str | None
     seconds: float
+    index: int = 0         # which inference of the episode (0, 1, ...): what it was submitted as
 
 
 class InferenceWorker:
@@ -35,13 +36,14 @@ class InferenceWorker:
         with self._lock:
             return self._busy
 
-    def submit(self, feeds: dict, t_obs: float) -> bool:
-        """Start an inference on a snapshot of the inputs; False if one is running."""
+    def submit(self, feeds: dict, t_obs: float, index: int = 0) -> bool:
+        """Start inference `index` of the episode on a snapshot of the inputs; False if one is
+        running."""
         with self._lock:
             if self._busy or self._stop:
                 return False
             self._busy = True
-            self._job = (feeds, t_obs)
+            self._job = (feeds, t_obs, index)
             self._wake.notify()
             return True
 
@@ -72,13 +74,13 @@ class InferenceWorker:
                 self._wake.wait_for(lambda: self._job is not None or self._stop)
                 if self._stop:
                     return
-                feeds, t_obs = self._job
+                feeds, t_obs, index = self._job
                 self._job = None
             try:
                 chunk, seconds = self._infer(feeds)
-                result = InferenceResult(chunk, t_obs, None, seconds)
+                result = InferenceResult(chunk, t_obs, None, seconds, index)
             except Exception as exc:  # delivered to the control thread, which reports it
-                result = InferenceResult(None, t_obs, f'{type(exc).__name__}: {exc}', 0.0)
+                result = InferenceResult(None, t_obs, f'{type(exc).__name__}: {exc}', 0.0, index)
             with self._lock:
                 self._result = result
                 self._busy = False
