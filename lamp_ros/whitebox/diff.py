@@ -29,7 +29,6 @@ from lamp_ros.whitebox.plan_diff import diff_plan, diff_precision_plans
 CAUSES = ('manifest', 'abi', 'checkpoint', 'spec', 'nodes_changed', 'nodes_added',
           'nodes_removed', 'graph', 'weights_changed', 'plan_changed', 'precision_plan',
           'memory', 'created_by', 'other_files')
-IDENTITY = ('name', 'schema_version', 'target')  # the manifest's own fields in the id
 SPEC = 'spec.json'
 # which causes speak for a file of the id; a differing file none of them names is listed in
 # `other_files` (weights/ files: their node's tensors; groups/: see _named)
