@@ -174,10 +174,12 @@ class Int8Lowering:
                                       * int(np.prod(dims[c.weight])))
             for name, c in self.candidates.items()}
 
-    def lower(self, layers, tag: str) -> dict:
+    def lower(self, layers, tag: str, folder: str = '') -> dict:
         """Write the group with `layers` in int8 into the artifact as
         groups/<group>/<tag>.onnx (+ .safetensors) -> its plan.json build entry. Needs
-        `calibrate` first."""
+        `calibrate` first. `folder`: another artifact-relative folder for the two files (the
+        planner's candidates go to a scratch folder it removes, so that the artifact ships
+        the chosen model only)."""
         import onnx
         from onnxruntime.quantization import QuantFormat, QuantType, quantize_static
         if self._ranges is None:
@@ -185,7 +187,7 @@ class Int8Lowering:
         unknown = sorted(set(layers) - set(self.candidates))
         if unknown:
             raise PrecisionError(f'{self.group.name}: no int8 candidate layer {unknown}')
-        base = os.path.join('groups', self.group.name, tag)
+        base = os.path.join(folder or os.path.join('groups', self.group.name), tag)
         onnx_path = os.path.join(self.root, base + '.onnx')
         os.makedirs(os.path.dirname(onnx_path), exist_ok=True)
         nodes = [n for name in layers for n in self.candidates[name].nodes]

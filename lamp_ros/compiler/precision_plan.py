@@ -23,7 +23,10 @@ TensorRT pi0.5 lost its actions (cosine -0.55) until its loop ran in FP32.
 
 plan.json records every candidate layer's precision and why (the group's `precision_plan`);
 evidence/precision.json the measurements (calibration ranges, the sensitivity table, every
-verification step), evidence/precision.png the table as a picture.
+verification step), evidence/precision.png the table as a picture. The models of the trials
+(each layer alone, each verified set: dozens of copies of the group) are written to a scratch
+folder of the build (WORKDIR) and removed with it before the manifest is written: the
+artifact ships the chosen model only, and the measurements stay in the evidence.
 """
 
 import dataclasses
@@ -36,7 +39,9 @@ import numpy as np
 from lamp_ros.backends import get_backend
 from lamp_ros.runtime import Runtime
 
-WORKDIR = '.precision'  # variants live here inside the artifact being built, then go
+WORKDIR = '.precision'  # candidates and scratch live here inside the artifact being built,
+#                         removed before its manifest is written: evidence keeps their
+#                         measurements, the artifact ships only the chosen model
 NON_FINITE = 1e9        # max_rel of actions that hold a NaN or an infinity
 
 
@@ -195,6 +200,7 @@ def plan_precision(root: str, spec, pipeline, say, planned: dict | None = None) 
         for group in groups:
             lowering = lowerings[group.name]
             scratch = tempfile.mkdtemp(prefix='calibrate-', dir=work)
+            trials = f'{WORKDIR}/{group.name}'  # the models of each layer alone, each set
             say(f'precision plan: {group.name}: calibrating {len(lowering.candidates)} '
                 f'candidate layers ({lowering.precision})')
             ranges = lowering.calibrate(inputs[group.name], scratch)
@@ -202,15 +208,15 @@ def plan_precision(root: str, spec, pipeline, say, planned: dict | None = None) 
             for i, (name, layer) in enumerate(lowering.candidates.items()):
                 state = next((p for p in fixed if name.startswith(p)), None)
                 eligible = settings.lower_loop_state or state is None
-                build = lowering.lower([name], f'{WORKDIR}/{name}')
+                build = lowering.lower([name], name, folder=trials)
                 error = action_error(variants.run({group.name: build})[0], reference)
                 table[name] = {'macs': layer.macs, **error, 'eligible': eligible,
                                **({'loop_state': True} if state else {})}
                 say(f'precision plan: {group.name} {i + 1}/{len(lowering.candidates)} '
                     f'{name}: cosine {error["cosine"]:.6f}, max rel {error["max_rel"]:.2e}')
 
-            def verify(layers, group=group, lowering=lowering):
-                build = lowering.lower(layers, f'{WORKDIR}/set{len(layers)}')
+            def verify(layers, group=group, lowering=lowering, trials=trials):
+                build = lowering.lower(layers, f'set{len(layers)}', folder=trials)
                 error = action_error(variants.run({group.name: build})[0], reference)
                 say(f'precision plan: {group.name}: {len(layers)} layers together: cosine '
                     f'{error["cosine"]:.6f}, max rel {error["max_rel"]:.2e}')

@@ -42,11 +42,13 @@ def register(sub) -> None:
     p.add_argument('b', help='artifact directory (after)')
     p.add_argument('--json', action='store_true', help='plain JSON instead of text')
     p.add_argument('--fail-on-change', action='store_true',
-                   help='exit 1 when graph, weights, plan or memory plan differ')
+                   help='exit 1 when a cause differs: anything in the artifact id (spec, '
+                   'graph, weights, plan, precision plan, memory plan, tools, files)')
     p.add_argument('--layers', action='store_true',
                    help='run both on the same observations and compare every layer\'s output '
                    'inside their ONNX Runtime groups: the error each adds, the first to diverge')
-    p.add_argument('--png', help='--layers: also draw the layers\' errors here')
+    p.add_argument('--png', help='--layers: also draw the layers\' errors in this PNG file '
+                   '(its folder is made if missing)')
     p.add_argument('--observations', help='--layers: a folder of .npz observations (default: '
                    'A\'s stored parity samples)')
     p.add_argument('--samples', type=int, default=4, help='--layers: observations to run')
@@ -61,9 +63,9 @@ def register(sub) -> None:
 
     p = sub.add_parser('profile', help='profile an artifact: trace, histograms, timeline, top')
     p.add_argument('artifact')
-    p.add_argument('--out', required=True,
-                   help='prefix: writes PREFIX.trace.json, .hist.png, .timeline.png, '
-                        '.profile.json, .ops.json, and PREFIX.GROUP.kernels.json / .png '
+    p.add_argument('--out', required=True, metavar='FOLDER',
+                   help='a folder (made if missing) that gets trace.json, hist.png, '
+                        'timeline.png, ops.json, profile.json, and GROUP.kernels.json / .png '
                         'for each cuda group')
     p.add_argument('--ticks', type=int, default=30,
                    help='inference ticks, back to back (default 30)')

@@ -1,13 +1,18 @@
 """`lamp diff A B`: what differs between two artifacts, cause by cause.
 
-Causes (what was built differently): the ABI (cameras, joints, prompt, rate, types), graph
-nodes (by node id, "changed" when the content hash differs, with the differing attrs, types and
-weights spelled out), weight tensors, the build
-plan (backend, precision, device, grouping, tuned tiles) and the memory plan. Effects (what was
-measured): parity evidence and saved profiles, with the largest latency increase named, and
-every other evidence file that differs (build timings, how tuned choices were made), which is
-not part of the artifact id. Every category is empty when nothing in it changed, so "A vs A",
-or one spec built twice, is a report of empty causes.
+Causes (what was built differently) cover everything the artifact id is made of, so two
+artifacts with different ids always have a cause named: the manifest's own fields (name,
+schema, target), the ABI (cameras, joints, prompt, rate, types), an imported checkpoint, the
+spec as the build read it (spec.json), graph nodes (by node id, "changed" when the content hash
+differs, with the differing attrs, types and weights spelled out) and the rest of graph.json,
+weight tensors, the build plan (backend, precision, device, grouping, tuned tiles, every key of
+a group's build entry; plan_diff.py), the precision plans (which layers a measured plan lowered
+to int8 or FP8), the memory plan, the tool versions, and, last, every file of the id whose
+difference none of those names (`other_files`: a resource, a group's compiled program).
+Effects (what was measured): parity evidence and saved profiles, with the largest latency
+increase named, and every other evidence file that differs (build timings, how tuned choices
+were made), which is not part of the artifact id. Every category is empty when nothing in it
+changed, so "A vs A", or one spec built twice, is a report of empty causes.
 """
 
 import json
@@ -17,26 +22,30 @@ import numpy as np
 
 from lamp_ros.artifact.load import open_artifact
 from lamp_ros.artifact.manifest import content_digest, read_provenance
-from lamp_ros.backends.text_lengths import captured_lengths
 from lamp_ros.whitebox.inspect import PARITY, PROFILE, read_evidence
+from lamp_ros.whitebox.json_diff import deep_diff, leaves
+from lamp_ros.whitebox.plan_diff import diff_plan, diff_precision_plans
 
-CAUSES = ('abi', 'checkpoint', 'nodes_changed', 'nodes_added', 'nodes_removed',
-          'weights_changed', 'plan_changed', 'memory')
-MISSING = None  # stands for "absent on this side" in [a, b] pairs
+CAUSES = ('manifest', 'abi', 'checkpoint', 'spec', 'nodes_changed', 'nodes_added',
+          'nodes_removed', 'graph', 'weights_changed', 'plan_changed', 'precision_plan',
+          'memory', 'created_by', 'other_files')
+SPEC = 'spec.json'
+# which causes speak for a file of the id; a differing file none of them names is listed in
+# `other_files` (weights/ files: their node's tensors; groups/: see _named)
+FILE_CAUSES = {'graph.json': ('nodes_changed', 'nodes_added', 'nodes_removed', 'graph'),
+               'plan.json': ('plan_changed', 'precision_plan'), 'memory.json': ('memory',),
+               SPEC: ('spec',), 'provenance.json': ('checkpoint',)}
+# a group's compiled program is made from its nodes, their weights, the plan and the tools
+PROGRAM_CAUSES = ('nodes_changed', 'nodes_added', 'nodes_removed', 'weights_changed',
+                  'plan_changed', 'precision_plan', 'created_by')
 
 
-def deep_diff(a, b) -> dict | list:
-    """{key: [a, b]} for every differing leaf of two JSON-like dicts (nested dicts recurse);
-    anything else that differs is one [a, b] pair."""
-    if isinstance(a, dict) and isinstance(b, dict):
-        out = {}
-        for key in sorted(set(a) | set(b)):
-            if key not in a or key not in b:
-                out[key] = [a.get(key, MISSING), b.get(key, MISSING)]
-            elif a[key] != b[key]:
-                out[key] = deep_diff(a[key], b[key])
-        return out
-    return [a, b]
+def _read_json(root: str, rel: str):
+    path = os.path.join(root, rel)
+    if not os.path.isfile(path):
+        return None
+    with open(path, encoding='utf-8') as f:
+        return json.load(f)
 
 
 # ---- graph -----------------------------------------------------------------------------------
@@ -76,6 +85,20 @@ def diff_graph(ga, gb) -> dict:
             'nodes_removed': [n for n in ids_a if n not in ids_b]}
 
 
+def graph_rest(ja: dict | None, jb: dict | None, named) -> list:
+    """Dotted paths (four keys deep) of whatever else differs in two graph.json files: the
+    graph's name, inputs, outputs, values, edges and node order, and the fields of the nodes
+    not `named` already (changed, added or removed) that their content hash leaves out (source,
+    meta, subgraph, value names)."""
+    def body(graph):
+        graph = dict(graph or {})
+        nodes = graph.pop('nodes', [])
+        return {**graph, 'node_order': [n['id'] for n in nodes],
+                'nodes': {n['id']: {k: v for k, v in n.items() if k != 'id'}
+                          for n in nodes if n['id'] not in named}}
+    return leaves(deep_diff(body(ja), body(jb)), depth=4)
+
+
 # ---- weights ---------------------------------------------------------------------------------
 
 def _weight_files(manifest: dict) -> dict:
@@ -113,83 +136,38 @@ def diff_weights(a, b) -> list:
     return out
 
 
-# ---- plan ------------------------------------------------------------------------------------
-
-def _group_row(g) -> dict:
-    return {'name': g.name, 'backend': g.backend, 'precision': g.precision, 'device': g.device,
-            'nodes': list(g.nodes), 'side_stages': list(g.side_stages),
-            'text_lengths': captured_lengths(g.build),
-            'gemm_algorithms': (g.build or {}).get('cublaslt'),
-            'tiles': (g.build or {}).get('tiles'),
-            'exporter': (g.build or {}).get('exporter')}
-
-
-def diff_plan(pa, pb) -> dict:
-    """Per node: backend, precision, device and group membership; per group (matched by its
-    members, since names are positional): added, removed, or changed attributes (the ONNX
-    exporter among them); the passes applied and the spec's build options."""
-    out = {}
-    if pa.target != pb.target:
-        out['target'] = [pa.target, pb.target]
-    if list(pa.passes) != list(pb.passes):
-        out['passes'] = [list(pa.passes), list(pb.passes)]
-    if pa.options != pb.options:
-        out['options'] = deep_diff(pa.options, pb.options)
-    ga = {n: g for g in pa.groups for n in g.nodes}
-    gb = {n: g for g in pb.groups for n in g.nodes}
-    nodes = {}
-    for node in [n for n in gb if n in ga]:
-        x, y = ga[node], gb[node]
-        change = {f: [getattr(x, f), getattr(y, f)] for f in ('backend', 'precision', 'device')
-                  if getattr(x, f) != getattr(y, f)}
-        if x.nodes != y.nodes:
-            change['group'] = [{'name': x.name, 'nodes': list(x.nodes)},
-                               {'name': y.name, 'nodes': list(y.nodes)}]
-        if pa.phases.get(node) != pb.phases.get(node):
-            change['phase'] = [pa.phases.get(node), pb.phases.get(node)]
-        if change:
-            nodes[node] = change
-    by_members_a = {g.nodes: g for g in pa.groups}
-    by_members_b = {g.nodes: g for g in pb.groups}
-    groups = {'added': [_group_row(g) for m, g in by_members_b.items() if m not in by_members_a],
-              'removed': [_group_row(g) for m, g in by_members_a.items()
-                          if m not in by_members_b],
-              'changed': {}, 'renamed': {}}
-    for members, y in by_members_b.items():
-        x = by_members_a.get(members)
-        if x is not None:
-            change = deep_diff(_group_row(x), _group_row(y))
-            if change.pop('name', None):  # names are positional: a rename is no change
-                groups['renamed'][x.name] = y.name
-            if change:
-                groups['changed'][y.name] = change
-    if nodes:
-        out['nodes'] = nodes
-    out.update({f'groups_{k}': v for k, v in groups.items() if v})
-    return out
-
-
 # ---- memory ----------------------------------------------------------------------------------
 
 def _buffers(memory: dict) -> dict:
-    return {b['name']: {'arena': a['device'], 'size': b['size'], 'offset': b['offset']}
+    return {b['name']: {'arena': a['device'], **{k: v for k, v in b.items() if k != 'name'}}
             for a in memory['arenas'] for b in a['buffers']}
 
 
+def _number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
 def diff_memory(ma: dict, mb: dict) -> dict:
+    """The summary's changes with their deltas, each arena's changed fields, every buffer
+    whose size, offset, lifetime or arena moved, and any other key of memory.json."""
     out = {}
-    summary = {k: {'a': ma['summary'].get(k), 'b': mb['summary'].get(k),
-                   'delta': (mb['summary'].get(k) or 0) - (ma['summary'].get(k) or 0)}
-               for k in ('arena_bytes', 'lower_bound_bytes', 'naive_bytes', 'efficiency',
-                         'buffers')
-               if ma['summary'].get(k) != mb['summary'].get(k)}
-    arenas_a = {a['device']: a['arena_bytes'] for a in ma['arenas']}
-    arenas_b = {a['device']: a['arena_bytes'] for a in mb['arenas']}
-    arenas = deep_diff(arenas_a, arenas_b)
+    sa, sb = ma.get('summary', {}), mb.get('summary', {})
+    summary = {k: {'a': sa.get(k), 'b': sb.get(k),
+                   'delta': sb[k] - sa[k] if _number(sa.get(k)) and _number(sb.get(k))
+                   else None}
+               for k in sorted(set(sa) | set(sb)) if sa.get(k) != sb.get(k)}
+    arenas = deep_diff(
+        {a['device']: {k: v for k, v in a.items() if k not in ('device', 'buffers')}
+         for a in ma['arenas']},
+        {a['device']: {k: v for k, v in a.items() if k not in ('device', 'buffers')}
+         for a in mb['arenas']})
     ba, bb = _buffers(ma), _buffers(mb)
     buffers = {name: deep_diff(ba.get(name) or {}, bb.get(name) or {})
                for name in sorted(set(ba) | set(bb)) if ba.get(name) != bb.get(name)}
-    for key, value in (('summary', summary), ('arenas', arenas), ('buffers', buffers)):
+    rest = deep_diff({k: v for k, v in ma.items() if k not in ('summary', 'arenas')},
+                     {k: v for k, v in mb.items() if k not in ('summary', 'arenas')})
+    for key, value in (('summary', summary), ('arenas', arenas), ('buffers', buffers),
+                       ('other', rest)):
         if value:
             out[key] = value
     return out
@@ -257,15 +235,6 @@ def diff_profile(ra: str, rb: str) -> dict:
     return out
 
 
-def _leaves(tree, depth: int = 3, prefix: str = '') -> list:
-    """Dotted paths of a deep_diff's leaves, cut at `depth` keys ({'a': {'b': [x, y]}} ->
-    ['a.b']): `groups.g03_cuda.tuning`, not each of its hundred timings."""
-    if isinstance(tree, dict) and depth > 0:
-        return list(dict.fromkeys(leaf for key, sub in tree.items()
-                                  for leaf in _leaves(sub, depth - 1, f'{prefix}{key}.')))
-    return [prefix.rstrip('.')]
-
-
 def diff_evidence_files(ma: dict, mb: dict, ra: str, rb: str) -> dict:
     """{path: what differs} for each evidence file (manifest `volatile`: measured by the build
     or a run, not part of the id) whose content differs: the differing keys of a JSON file,
@@ -281,7 +250,7 @@ def diff_evidence_files(ma: dict, mb: dict, ra: str, rb: str) -> dict:
         elif rel.endswith('.json'):
             with open(os.path.join(ra, rel), encoding='utf-8') as fa, \
                     open(os.path.join(rb, rel), encoding='utf-8') as fb:
-                out[rel] = _leaves(deep_diff(json.load(fa), json.load(fb)))
+                out[rel] = leaves(deep_diff(json.load(fa), json.load(fb)))
         else:
             out[rel] = 'changed'
     return out
@@ -297,26 +266,70 @@ def _files(ma: dict, mb: dict) -> dict:
     return {k: v for k, v in out.items() if v}
 
 
+def _named(rel: str, report: dict) -> bool:
+    """Whether a cause that speaks for file `rel` names something."""
+    if rel in FILE_CAUSES:
+        return any(report[k] for k in FILE_CAUSES[rel])
+    if rel.startswith('weights/') and rel.endswith('.safetensors'):
+        node = rel[len('weights/'):-len('.safetensors')]
+        return any(w['node'] == node for w in report['weights_changed'])
+    if rel.startswith('groups/'):
+        return any(report[k] for k in PROGRAM_CAUSES)
+    return False
+
+
+def other_files(report: dict, ra: str, rb: str) -> dict:
+    """{path: what differs} for every file of the id (the manifest's `files`) that was added,
+    removed or changed while no cause that speaks for it names anything: a resource (the
+    tokenizer), a group's program rebuilt from the same nodes, weights, plan and tools, a file
+    no cause reads. JSON files are listed by their differing keys, like the evidence."""
+    out = {}
+    for how in ('added', 'removed', 'changed'):
+        for rel in report['files'].get(how, []):
+            if _named(rel, report):
+                continue
+            if how == 'changed' and rel.endswith('.json'):
+                out[rel] = leaves(deep_diff(_read_json(ra, rel), _read_json(rb, rel))) \
+                    or 'changed'
+            else:
+                out[rel] = how
+    return dict(sorted(out.items()))
+
+
+def _identity(manifest: dict) -> dict:
+    """The manifest's fields in the id that no other cause covers (name, schema, target)."""
+    return {k: v for k, v in manifest.items()
+            if k not in ('artifact_id', 'volatile', 'abi', 'created_by', 'files')}
+
+
 def diff_artifacts(path_a: str, path_b: str) -> dict:
-    """Plain data; the CAUSES keys are empty exactly when that kind of thing is unchanged."""
+    """Plain data; the CAUSES keys are empty exactly when that kind of thing is unchanged,
+    and one of them names something whenever the two ids differ."""
     a, b = open_artifact(path_a, verify=False), open_artifact(path_b, verify=False)
     report = {'a': {'artifact_id': a.id, 'name': a.manifest.get('name'), 'path': a.root},
               'b': {'artifact_id': b.id, 'name': b.manifest.get('name'), 'path': b.root},
               'identical': a.id == b.id}
+    report['manifest'] = deep_diff(_identity(a.manifest), _identity(b.manifest))
     # the interface a caller feeds: cameras, joints, prompt, rate, input/output types
     report['abi'] = deep_diff(a.manifest['abi'], b.manifest['abi'])
     # an imported checkpoint: which files (by sha256) and which tensor filled which parameter
     report['checkpoint'] = deep_diff(read_provenance(a.root) or {},
                                      read_provenance(b.root) or {})
+    report['spec'] = deep_diff(_read_json(a.root, SPEC) or {}, _read_json(b.root, SPEC) or {})
     report.update(diff_graph(a.graph, b.graph))
+    report['graph'] = graph_rest(
+        _read_json(a.root, 'graph.json'), _read_json(b.root, 'graph.json'),
+        {*report['nodes_changed'], *report['nodes_added'], *report['nodes_removed']})
     report['weights_changed'] = diff_weights(a, b)
     report['plan_changed'] = diff_plan(a.plan, b.plan)
+    report['precision_plan'] = diff_precision_plans(a.plan, b.plan)
     report['memory'] = diff_memory(a.memory, b.memory)
     report['evidence'] = diff_evidence(a.root, b.root)
     report['profile'] = diff_profile(a.root, b.root)
     report['created_by'] = deep_diff(a.manifest.get('created_by', {}),
                                      b.manifest.get('created_by', {}))
     report['files'] = _files(a.manifest, b.manifest)
+    report['other_files'] = other_files(report, a.root, b.root)
     report['evidence_files'] = diff_evidence_files(a.manifest, b.manifest, a.root, b.root)
     report['changed'] = [k for k in CAUSES if report[k]]
     return report

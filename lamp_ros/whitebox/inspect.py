@@ -210,7 +210,7 @@ def print_inspect(report: dict, console: Console) -> None:
         console.print('parity: no evidence/parity.json')
     prof = report['profile']
     if not prof:
-        console.print('profile: none saved (lamp profile DIR --out PREFIX --save)')
+        console.print('profile: none saved (lamp profile DIR --out FOLDER --save)')
         return
     groups = sorted(prof['groups_p50_ms'].items(), key=lambda kv: -kv[1])
     rows = [('group', k, f'{v:.3f}') for k, v in groups]

@@ -22,6 +22,7 @@ no such probes.
 
 import json
 import os
+import sys
 
 import numpy as np
 
@@ -202,7 +203,17 @@ def layer_diff(a_path: str, b_path: str, observations: str | None = None, sample
     return report
 
 
+def _row(layer: str, row: dict, first: bool) -> str:
+    alone = row.get('alone_in_actions')
+    alone = f'{alone["max_rel"]:.2e}' if alone else '-'
+    return (f'  {layer:44s} {row["added"]["max_rel"]:9.2e} {row["output"]["max_rel"]:9.2e} '
+            f'{row["output"]["cosine"]:10.6f} {alone:>19s}'
+            + ('  <- first past the threshold' if first else ''))
+
+
 def format_layers(report: dict, top: int = 15) -> str:
+    """The `top` layers by the error they add, and the first layer past the threshold, which
+    the header names, wherever it ranks (after a `...` line when below the top)."""
     lines = [f'layers of A {report["a"][:12]} vs B {report["b"][:12]} on '
              f'{report["observations"]} observations; actions: max rel '
              f'{report["actions"]["max_rel"]:.3g}, cosine {report["actions"]["cosine"]:.6f}']
@@ -212,13 +223,13 @@ def format_layers(report: dict, top: int = 15) -> str:
                      f'{first or "none"}')
         lines.append(f'  {"layer (by error added)":44s} {"added":>9s} {"out rel":>9s} '
                      f'{"out cos":>10s} {"alone: actions rel":>19s}')
-        for layer in group['by_added_error'][:top]:
-            row = group['layers'][layer]
-            alone = row.get('alone_in_actions')
-            alone = f'{alone["max_rel"]:.2e}' if alone else '-'
-            lines.append(f'  {layer:44s} {row["added"]["max_rel"]:9.2e} '
-                         f'{row["output"]["max_rel"]:9.2e} {row["output"]["cosine"]:10.6f} '
-                         f'{alone:>19s}')
+        shown = group['by_added_error'][:top]
+        for layer in shown:
+            lines.append(_row(layer, group['layers'][layer], layer == first))
+        if first and first not in shown:
+            between = group['by_added_error'].index(first) - len(shown)
+            lines += [f'  ... ({between} layers between)'] if between else []
+            lines.append(_row(first, group['layers'][first], True))
         if group['not_found']:
             lines.append(f'  not found in both: {", ".join(group["not_found"])}')
     return '\n'.join(lines)
@@ -255,5 +266,10 @@ def run_layer_diff(a: str, b: str, as_json: bool = False, png: str | None = None
     report = layer_diff(a, b, observations, samples, threshold)
     print(json.dumps(report, indent=1) if as_json else format_layers(report))
     if png:
+        folder = os.path.dirname(os.path.abspath(png))
+        os.makedirs(folder, exist_ok=True)
         render_layers(report, png)
+        # where the picture went; on stderr beside --json, whose stdout is the report alone
+        print(f'wrote {png} (every layer\'s errors in graph order)',
+              file=sys.stderr if as_json else sys.stdout)
     return 0

@@ -230,7 +230,7 @@ def cuda_kernel_profile(group, root: str, runs: int, trace_path: str) -> dict:
     trace(root, trace_path, group=group.name, runs=runs)
     per_run = replays(gpu_events(read_trace(trace_path)), runs)
     table = cuda_kernel_table(per_run)
-    png = trace_path.split('.json')[0] + '.png'
+    png = trace_path.removesuffix('.json') + '.png'
     write_kernel_timeline(per_run[-1], png,
                           title=f'{group.name}, one replay of its CUDA graphs')
     return {'group': group.name, 'backend': group.backend,
@@ -238,17 +238,18 @@ def cuda_kernel_profile(group, root: str, runs: int, trace_path: str) -> dict:
             'trace': trace_path, 'timeline': png}
 
 
-def backend_op_profiles(runtime, feeds: dict, runs: int = 5, prefix: str = '') -> dict:
+def backend_op_profiles(runtime, feeds: dict, runs: int = 5, folder: str = '') -> dict:
     """group name -> op-level profile for every group whose backend exposes one (a cuda
-    group's kernel trace and timeline go to PREFIX.GROUP.kernels.json / .png; none without
-    a prefix)."""
+    group's kernel trace and timeline go to FOLDER/GROUP.kernels.json / .png; none without
+    a folder)."""
     out = {}
     for group in runtime.artifact.plan.groups:
         if group.backend == 'onnxruntime' and runs > 0:
             out[group.name] = ort_op_profile(group, runtime.artifact.root, feeds, runs)
-        elif group.backend == 'cuda' and runs > 0 and prefix:
-            out[group.name] = cuda_kernel_profile(group, runtime.artifact.root, runs,
-                                                  f'{prefix}.{group.name}.kernels.json')
+        elif group.backend == 'cuda' and runs > 0 and folder:
+            out[group.name] = cuda_kernel_profile(
+                group, runtime.artifact.root, runs,
+                os.path.join(folder, f'{group.name}.kernels.json'))
         elif group.backend == 'tensorrt':
             layers = trt_layer_profile(group, runtime.artifact.root)
             if layers:

@@ -1,4 +1,4 @@
-"""`lamp profile DIR --out PREFIX`: where an artifact's time goes, per stage and per op.
+"""`lamp profile DIR --out FOLDER`: where an artifact's time goes, per stage and per op.
 
 Every profiled tick is an inference tick: the runtime is reset before each (new episode, empty
 chunker plan), so each of the N ticks runs the whole graph, sync and back to back, on a
@@ -7,13 +7,14 @@ runtime profiler gives tick / inference / group / host-node latencies and the Ch
 backends that can look inside a group add op-level tables (op_profile.py), which for ONNX Runtime
 also split a fused group's time over the graph stages in it.
 
-Writes PREFIX.trace.json (Chrome / Perfetto), PREFIX.hist.png, PREFIX.timeline.png,
-PREFIX.ops.json (the op-level tables) and PREFIX.profile.json (runtime.profile() + top nodes +
-top ops), and for each cuda group PREFIX.GROUP.kernels.json (the Chrome trace of its CUDA
-graphs' kernels over the profiled replays) and PREFIX.GROUP.kernels.png (the last replay's
-kernel timeline). With save, the profile also goes to DIR/evidence/profile.json and the manifest is
-re-signed; evidence/profile.json is a volatile file (manifest.is_volatile): checksummed, but not
-part of the artifact id, which therefore stays the same.
+Writes into FOLDER (made if missing; the files of an earlier profile there are replaced)
+trace.json (Chrome / Perfetto), hist.png, timeline.png, ops.json (the op-level tables) and
+profile.json (runtime.profile() + top nodes + top ops), and for each cuda group
+GROUP.kernels.json (the Chrome trace of its CUDA graphs' kernels over the profiled replays) and
+GROUP.kernels.png (the last replay's kernel timeline). With save, the profile also goes to
+DIR/evidence/profile.json and the manifest is re-signed; evidence/profile.json is a volatile
+file (manifest.is_volatile): checksummed, but not part of the artifact id, which therefore
+stays the same.
 """
 
 from collections import defaultdict
@@ -34,6 +35,9 @@ from lamp_ros.whitebox.op_profile import backend_op_profiles
 from lamp_ros.whitebox.plots import write_histogram, write_timeline
 
 MODE = 'inference every tick (runtime.reset() before each), sync, back to back'
+FILES = ('trace.json', 'hist.png', 'timeline.png', 'ops.json', 'profile.json')
+# what the rows of the op table are, by the backend whose profile gave them
+OP_KINDS = {'onnxruntime': 'ONNX Runtime op types', 'cuda': 'CUDA kernels'}
 
 
 def top_nodes(runtime, profile: dict, op_profiles: dict, limit: int = 10) -> list:
@@ -76,18 +80,37 @@ def ops_by_type(op_profiles: dict) -> list:
             row['ms'] += op['ms']
             row['calls'] += op['calls']
             row['groups'].append(name)
+            row.setdefault('backends', [])
+            if prof.get('backend') not in row['backends']:
+                row['backends'].append(prof.get('backend'))
             row['hint'] = op['hint']
     grand = sum(r['ms'] for r in total.values()) or 1.0
     return [{'op_type': k, **r, 'pct': 100.0 * r['ms'] / grand}
             for k, r in sorted(total.items(), key=lambda kv: -kv[1]['ms'])]
 
 
-def profile_artifact(path: str, prefix: str, ticks: int = 30, ort_runs: int = 5) -> dict:
-    """Run, measure, write the five files; return the profile data (PREFIX.profile.json)."""
+def op_table_title(rows: list) -> str:
+    """What the op table holds: ONNX Runtime op types, CUDA kernels, or both, as the backends
+    that gave its rows say (a CPU artifact's table has no CUDA kernels)."""
+    backends = {b for r in rows for b in r.get('backends', ())}
+    kinds = [OP_KINDS.get(b, f'{b} ops') for b in sorted(backends, key=str)] or ['op types']
+    return f'top {" and ".join(kinds)} (kernel time per run)'
+
+
+def _out_folder(out: str) -> str:
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise ValueError(f'--out {out}: a file; lamp profile writes its files into a folder')
+    os.makedirs(out, exist_ok=True)
+    return out
+
+
+def profile_artifact(path: str, out: str, ticks: int = 30, ort_runs: int = 5) -> dict:
+    """Run, measure, write the five files (and the cuda groups' kernel traces) into the folder
+    `out`; return the profile data (out/profile.json)."""
     if ticks < 1:
         raise ValueError(f'--ticks: must be >= 1, got {ticks}')
+    out = _out_folder(out)
     runtime = Runtime.load(path, execution='sync', profile_window=max(1000, ticks))
-    os.makedirs(os.path.dirname(os.path.abspath(prefix)), exist_ok=True)
     try:
         observation = synthetic_observation(runtime)
         captured = {}
@@ -99,7 +122,7 @@ def profile_artifact(path: str, prefix: str, ticks: int = 30, ort_runs: int = 5)
             runtime.step(observation, k * runtime.period)
         profile = runtime.profile()
         trace = runtime.profiler.chrome_trace()
-        op_profiles = backend_op_profiles(runtime, captured, ort_runs, prefix)
+        op_profiles = backend_op_profiles(runtime, captured, ort_runs, out)
         profile.update(mode=MODE, top_nodes=top_nodes(runtime, profile, op_profiles),
                        ops_by_type=ops_by_type(op_profiles))
         profile['top_ops'] = profile['ops_by_type'][:10]
@@ -108,22 +131,22 @@ def profile_artifact(path: str, prefix: str, ticks: int = 30, ort_runs: int = 5)
             for name, ops in op_profiles.items() if ops.get('backend') == 'cuda'}
     finally:
         runtime.close()
-    with open(f'{prefix}.trace.json', 'w', encoding='utf-8') as f:
+    with open(os.path.join(out, 'trace.json'), 'w', encoding='utf-8') as f:
         json.dump(trace, f)
-    write_histogram(trace, f'{prefix}.hist.png')
-    write_timeline(trace, f'{prefix}.timeline.png')
-    with open(f'{prefix}.ops.json', 'w', encoding='utf-8') as f:
+    write_histogram(trace, os.path.join(out, 'hist.png'))
+    write_timeline(trace, os.path.join(out, 'timeline.png'))
+    with open(os.path.join(out, 'ops.json'), 'w', encoding='utf-8') as f:
         json.dump(op_profiles, f, indent=1)
-    with open(f'{prefix}.profile.json', 'w', encoding='utf-8') as f:
+    with open(os.path.join(out, 'profile.json'), 'w', encoding='utf-8') as f:
         json.dump(profile, f, indent=1, allow_nan=False)
     return profile
 
 
-def save_profile(path: str, prefix: str) -> dict:
-    """Copy PREFIX.profile.json into the artifact's evidence and re-sign its manifest."""
+def save_profile(path: str, out: str) -> dict:
+    """Copy out/profile.json into the artifact's evidence and re-sign its manifest."""
     root = os.path.abspath(path)
     manifest = read_manifest(root)
-    shutil.copyfile(f'{prefix}.profile.json', os.path.join(root, PROFILE))
+    shutil.copyfile(os.path.join(out, 'profile.json'), os.path.join(root, PROFILE))
     return write_manifest(root, manifest['target'], manifest['abi'], manifest['created_by'],
                           manifest.get('name', ''))
 
@@ -147,27 +170,26 @@ def print_top(profile: dict, console: Console) -> None:
                          [(r['node'], r['group'], r['backend'], f'{r["ms"]:.3f}', r['hint'],
                            r['source']) for r in profile['top_nodes']]))
     if profile['top_ops']:
-        console.print(_table('top op types and CUDA kernels (kernel time per run)',
+        console.print(_table(op_table_title(profile['top_ops']),
                              ('op type', 'calls', 'ms', '%', 'hint'),
                              [(o['op_type'], o['calls'], f'{o["ms"]:.3f}', f'{o["pct"]:.1f}',
                                o['hint']) for o in profile['top_ops']]))
 
 
-def run_profile(path: str, prefix: str, ticks: int = 30, save: bool = False,
+def run_profile(path: str, out: str, ticks: int = 30, save: bool = False,
                 ort_runs: int = 5) -> int:
     """`lamp profile`: measure, write the files, print the tables (and save when asked)."""
-    profile = profile_artifact(path, prefix, ticks=ticks, ort_runs=ort_runs)
+    profile = profile_artifact(path, out, ticks=ticks, ort_runs=ort_runs)
     console = Console(width=max(140, Console().width))
     print_profile(profile, title=f'lamp profile {path} ({ticks} ticks, {MODE})', console=console)
     print_top(profile, console)
-    for ext in ('trace.json', 'hist.png', 'timeline.png', 'ops.json', 'profile.json'):
-        console.print(f'wrote {escape(prefix)}.{ext}')
+    console.print(f'wrote into {escape(out)}: {", ".join(FILES)}')
     for group, replay in profile['cuda_replays'].items():
-        console.print(f'wrote {escape(prefix)}.{group}.kernels.json and .png ({group}: '
+        console.print(f'wrote {escape(os.path.join(out, group))}.kernels.json and .png ({group}: '
                       f'{replay["launches"]} GPU events a replay over {replay["span_ms"]:.2f} '
                       f'ms, busy {replay["busy_ms"]:.2f})')
     if save:
-        manifest = save_profile(path, prefix)
+        manifest = save_profile(path, out)
         console.print(f'saved {PROFILE} into {escape(path)} (artifact id '
                       f'{manifest["artifact_id"][:16]})')
     return 0

@@ -11,6 +11,7 @@ import pytest
 from conftest import calibrated_int8_lowering, DEMO_SPEC
 
 from lamp_ros.artifact.load import open_artifact
+from lamp_ros.artifact.manifest import list_files, read_manifest
 from lamp_ros.cli import main
 from lamp_ros.backends import onnx_int8
 from lamp_ros.backends.onnx_int8 import PrecisionError
@@ -59,6 +60,32 @@ def test_the_plan_stays_within_its_budget_and_says_why_for_every_layer(int8_arti
     assert os.path.getsize(os.path.join(int8_artifact, 'evidence', 'precision.png')) > 10_000
     with open(os.path.join(int8_artifact, 'evidence', 'parity.json')) as f:
         assert json.load(f)['passed']
+
+
+def _group_bytes(artifact: str) -> int:
+    return sum(os.path.getsize(os.path.join(artifact, f)) for f in list_files(artifact)
+               if f.startswith('groups/'))
+
+
+def test_the_artifact_holds_the_chosen_model_and_no_candidates(int8_artifact, demo_artifact,
+                                                               capsys):
+    """The trial models (every layer alone, every verified set) stay out of the artifact: its
+    group files are the ones the plan runs, its manifest lists exactly what is on disk, and it
+    verifies. The measurements of the trials are in evidence/precision.json."""
+    files = list_files(int8_artifact)
+    assert not [f for f in files if '.precision' in f]
+    (build,) = [g.build for g in open_artifact(int8_artifact).plan.groups
+                if g.build.get('precision_plan')]
+    runs = {build['onnx']} | {b['file'] for b in build['weights'].values()}
+    assert {f for f in files if f.startswith('groups/')} == \
+        {f for f in runs if f.startswith('groups/')}
+    assert build['onnx'].endswith('model.int8.onnx')
+    manifest = read_manifest(int8_artifact)
+    assert set(manifest['files']) | set(manifest['volatile']) == set(files)
+    # the fp32 model plus its int8 weights, not some eighty copies of the group (~66 MB)
+    assert _group_bytes(int8_artifact) < 2 * _group_bytes(demo_artifact)
+    assert main(['verify', int8_artifact]) == 0
+    assert 'verified' in capsys.readouterr().out
 
 
 def test_the_set_backs_off_layer_by_layer_until_it_fits(int8_artifact):

@@ -47,12 +47,14 @@ def test_vision_seed_changes_vision_weights_only(tiny_artifact, variants, capsys
     assert all(w['max_abs_delta'] > 0 and w['shape'] for w in weights)
     assert {w['tensor'] for w in weights} == set(change['weights'])
     assert report['plan_changed'] == {} and report['memory'] == {}
-    assert report['changed'] == ['nodes_changed', 'weights_changed']
+    assert report['spec'] == {'weights': {'stage_seeds': {'vision': [None, 7]}}}  # the edit
+    assert report['changed'] == ['spec', 'nodes_changed', 'weights_changed']
 
 
 def test_vision_fp16_changes_the_plan_only(tiny_artifact, variants, capsys):
     report = _diff_json(tiny_artifact, variants['fp16'], capsys)
     assert report['nodes_changed'] == {} and report['weights_changed'] == []
+    assert report['spec'] == {'stages': {'vision': {'precision': ['fp32', 'fp16']}}}
     plan = report['plan_changed']
     assert plan['nodes']['vision']['precision'] == ['fp32', 'fp16']
     assert 'precision' not in plan['nodes'].get('prefix', {})
@@ -73,7 +75,8 @@ def test_interpolation_changes_the_three_preprocess_nodes(tiny_artifact, variant
         assert change['attrs'] == {'interpolation': ['linear', 'area']}
         assert not change['weights'] and not change['inputs'] and not change['outputs']
     assert report['weights_changed'] == [] and report['plan_changed'] == {}
-    assert report['memory'] == {}
+    assert report['memory'] == {} and report['graph'] == [] and report['other_files'] == {}
+    assert report['changed'] == ['spec', 'nodes_changed']
 
 
 def test_fail_on_change_and_text_report(tiny_artifact, variants, capsys):

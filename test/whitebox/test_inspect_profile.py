@@ -1,10 +1,12 @@
 """`lamp inspect` and `lamp profile` on the compiled tiny artifact."""
 
 import json
+import os
 import shutil
 
 from lamp_ros.cli import main
 from lamp_ros.whitebox.op_profile import hint, kernel_events, trt_layer_profile
+from lamp_ros.whitebox.profile import op_table_title
 
 PNG = b'\x89PNG\r\n\x1a\n'
 
@@ -32,21 +34,28 @@ def test_inspect_tables(tiny_artifact, capsys):
 def test_profile_writes_files_and_saves_evidence(tiny_artifact, tmp_path, capsys):
     art = tmp_path / 'a'
     shutil.copytree(tiny_artifact, art)
-    prefix = tmp_path / 'out' / 'p'
-    assert main(['profile', str(art), '--out', str(prefix), '--ticks', '4', '--ort-runs', '2',
+    folder = tmp_path / 'out' / 'prof'  # made, parents and all; the files go inside it
+    assert main(['profile', str(art), '--out', str(folder), '--ticks', '4', '--ort-runs', '2',
                  '--save']) == 0
     out = capsys.readouterr().out
     assert 'top 10 nodes' in out and 'denoise' in out and 'bound' in out
-    trace = json.loads((tmp_path / 'out' / 'p.trace.json').read_text())
+    # a CPU artifact: the op table holds ONNX Runtime op types, no CUDA kernel
+    assert 'top ONNX Runtime op types (kernel time per run)' in out and 'CUDA' not in out
+    assert sorted(os.listdir(folder)) == ['hist.png', 'ops.json', 'profile.json', 'timeline.png',
+                                          'trace.json']
+    assert sorted(os.listdir(tmp_path / 'out')) == ['prof']
+    assert f'wrote into {folder}: trace.json' in out
+    trace = json.loads((folder / 'trace.json').read_text())
     assert isinstance(trace, dict) and isinstance(trace['traceEvents'], list)
     assert {'name', 'ph', 'ts', 'dur', 'pid', 'tid'} <= set(trace['traceEvents'][0])
-    for ext in ('hist.png', 'timeline.png'):
-        data = (tmp_path / 'out' / f'p.{ext}').read_bytes()
+    for name in ('hist.png', 'timeline.png'):
+        data = (folder / name).read_bytes()
         assert len(data) > 1000 and data.startswith(PNG)
-    profile = json.loads((tmp_path / 'out' / 'p.profile.json').read_text())
+    profile = json.loads((folder / 'profile.json').read_text())
     assert profile['ticks'] == 4 and len(profile['top_nodes']) == 10
     assert profile['top_ops'][0]['hint'] in ('compute-bound', 'memory-bound')
-    ops = json.loads((tmp_path / 'out' / 'p.ops.json').read_text())
+    assert profile['top_ops'][0]['backends'] == ['onnxruntime']
+    ops = json.loads((folder / 'ops.json').read_text())
     assert set(ops['g03_onnxruntime']['stages']) >= {'vision', 'prefix', 'denoise'}
     # --save: the profile is evidence now, the id is unchanged and the artifact still verifies.
     assert main(['inspect', str(art), '--json']) == 0
@@ -91,3 +100,18 @@ def test_members_name_the_side_stream():
                                 'rows': {'832': 34}}
     assert _members(group).endswith('; 34 linears on stored cuBLASLt algorithms (cuBLASLt '
                                     '130100, NVIDIA H200)')
+
+
+def test_the_op_table_says_what_its_rows_are(tiny_artifact, tmp_path, capsys):
+    onnx = {'op_type': 'MatMul', 'backends': ['onnxruntime']}
+    cuda = {'op_type': '_mqa_kernel', 'backends': ['cuda']}
+    assert op_table_title([onnx]) == 'top ONNX Runtime op types (kernel time per run)'
+    assert op_table_title([cuda]) == 'top CUDA kernels (kernel time per run)'
+    assert op_table_title([onnx, cuda]) == \
+        'top CUDA kernels and ONNX Runtime op types (kernel time per run)'
+    assert op_table_title([{'op_type': 'MatMul'}]) == 'top op types (kernel time per run)'
+    a_file = tmp_path / 'taken'
+    a_file.write_text('')
+    assert main(['profile', tiny_artifact, '--out', str(a_file)]) == 2
+    assert f'--out {a_file}: a file; lamp profile writes its files into a folder' in \
+        capsys.readouterr().err

@@ -11,7 +11,7 @@ from conftest import calibrated_int8_lowering
 from lamp_ros.artifact.load import open_artifact
 from lamp_ros.artifact.manifest import read_manifest, write_manifest
 from lamp_ros.cli import main
-from lamp_ros.whitebox.layer_diff import layer_diff, LayerDiffError
+from lamp_ros.whitebox.layer_diff import format_layers, layer_diff, LayerDiffError
 
 LOWERED = 'prefix.layers.0.mlp.down_proj'
 
@@ -38,13 +38,16 @@ def one_layer_int8(demo_artifact, tmp_path_factory):
 
 def test_the_deliberately_lowered_layer_is_named_first(demo_artifact, one_layer_int8,
                                                        tmp_path, capsys):
-    png = tmp_path / 'layers.png'
+    png = tmp_path / 'pictures' / 'layers.png'  # its folder is made
     assert main(['diff', demo_artifact, one_layer_int8, '--layers', '--png', str(png)]) == 0
     text = capsys.readouterr().out
     assert text.splitlines()[3].split()[0] == LOWERED  # the table's first row
-    assert png.stat().st_size > 10_000
+    assert png.stat().st_size > 10_000 and f'wrote {png}' in text
     report = layer_diff(demo_artifact, one_layer_int8, samples=3)
     (group,) = report['groups'].values()
+    first = group['first_divergent']  # the header names it, and so does a row
+    assert f'first layer past max rel 0.01: {first or "none"}' in text
+    assert first is None or first in [line.split()[0] for line in text.splitlines()[3:]]
     assert group['by_added_error'][0] == LOWERED
     rows = group['layers']
     assert rows[LOWERED]['added']['max_rel'] > 1e-3
@@ -68,3 +71,28 @@ def test_the_same_artifact_twice_adds_no_error(demo_artifact):
 def test_artifacts_of_different_graphs_are_refused(demo_artifact, act_small_artifact):
     with pytest.raises(LayerDiffError, match='not of one graph'):
         layer_diff(demo_artifact, act_small_artifact)
+
+
+def _row(order: int, added: float, output: float) -> dict:
+    return {'order': order, 'added': {'max_rel': added, 'cosine': 1.0},
+            'output': {'max_rel': output, 'cosine': 1.0}}
+
+
+def test_the_first_divergent_layer_is_printed_wherever_it_ranks():
+    """A layer that adds little but is the first whose output passes the threshold (it
+    carries the error of the layers before it) ranks below the table's top: its row is
+    printed all the same, after a `...` line, and marked."""
+    layers = {f'layer{i}': _row(i, 1e-2 / (i + 1), 0.0) for i in range(20)}
+    layers['late'] = _row(20, 1e-9, 0.5)
+    group = {'layers': layers, 'not_found': [], 'first_divergent': 'late',
+             'by_added_error': sorted(layers, key=lambda n: -layers[n]['added']['max_rel'])}
+    report = {'a': 'a' * 64, 'b': 'b' * 64, 'observations': 2, 'threshold': 1e-2,
+              'actions': {'max_rel': 0.1, 'cosine': 0.99}, 'groups': {'g03_onnxruntime': group}}
+    lines = format_layers(report, top=15).splitlines()
+    assert lines[1].endswith('first layer past max rel 0.01: late')
+    assert [line.split()[0] for line in lines[3:18]] == group['by_added_error'][:15]
+    assert lines[18] == '  ... (5 layers between)'
+    assert lines[19].split()[0] == 'late' and lines[19].endswith('<- first past the threshold')
+    group['first_divergent'] = 'layer1'  # in the top: marked where it stands
+    lines = format_layers(report, top=15).splitlines()
+    assert len(lines) == 18 and lines[4].endswith('<- first past the threshold')
