@@ -7,6 +7,8 @@ import re
 import subprocess
 import sys
 
+import lamp_ros
+
 DOC = 'docs/own-policy.md'
 
 
@@ -15,10 +17,13 @@ def _files(text: str) -> dict:
             re.finditer(r'```\w+ file=(\S+)\n(.*?)```', text, flags=re.S)}
 
 
+# the lamp_ros under test, where the venv's editable install points elsewhere (a worktree)
+LAMP_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(lamp_ros.__file__)))
+
+
 def _lamp(args, cwd, pythonpath=True) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != 'PYTHONPATH'}
-    if pythonpath:
-        env['PYTHONPATH'] = '.'
+    env['PYTHONPATH'] = os.pathsep.join(['.', LAMP_ROOT] if pythonpath else [LAMP_ROOT])
     return subprocess.run([sys.executable, '-m', 'lamp_ros.cli', *args], cwd=cwd,
                           capture_output=True, text=True, env=env, timeout=300)
 
@@ -29,6 +34,10 @@ def test_the_worked_example_compiles_and_runs_as_written(tmp_path):
     files = _files(text)
     assert set(files) == {'my_policy/glue.py', 'my_policy/gains.json', 'my_policy/policy.py',
                           'my_policy/__init__.py', 'my_policy.yaml'}
+    # the contract is lamp_ros.api: the example imports nothing else of lamp_ros
+    imported = {m for content in files.values()
+                for m in re.findall(r'^(?:from|import) (lamp_ros\S*)', content, flags=re.M)}
+    assert imported == {'lamp_ros.api'}, imported
     for rel, content in files.items():
         path = tmp_path / rel
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -303,7 +303,8 @@ def compile_spec(spec_path: str, out: str, progress=None,
         runtime = Runtime.load(root)
         evidence, inputs, expected = run_parity(
             pipeline, runtime, int(spec.parity['samples']), float(spec.parity['atol']),
-            float(spec.parity['rtol']), progress=say)
+            float(spec.parity['rtol']), progress=say,
+            missing_camera=spec.parity_missing_camera)
         _dump(root, 'evidence/parity.json', evidence)
         _save_tensors(root, 'evidence/parity_inputs.safetensors', inputs)
         _save_tensors(root, 'evidence/parity_expected.safetensors', expected)

@@ -13,6 +13,11 @@ letterbox's frames and tables, compiler/device_letterbox.py): those are listed a
 with the reason, and everything computed from them is compared as before. A value that stands
 for an eager one under another name (a node's `eager_values` attr: `letterbox_frames.image_mask`
 for `stack_cameras.image_mask`) is compared with that one.
+
+Every third sample goes without its last camera (where there is more than one), because a
+camera that drops out on the robot must be handled by the artifact as by the eager policy. A
+policy that needs every camera turns that off in its spec (`parity: {missing_camera: false}`);
+one that fails on such a sample gets an error that names the camera and that key.
 """
 
 import numpy as np
@@ -22,18 +27,42 @@ from lamp_ros.observation import DEFAULT_PROMPT
 
 PROMPTS = (DEFAULT_PROMPT, 'open the top drawer', 'stack the green block on the blue block',
            'push the bowl to the left')
+MISSING_CAMERA_EVERY = 3  # every third parity sample lacks its last camera
+MISSING_CAMERA_KEY = 'parity.missing_camera'
 
 
-def parity_observations(pipeline, samples: int) -> list:
+class ParityError(ValueError):
+    """The eager policy or the artifact failed on a parity sample; says which and why."""
+
+
+def dropped_camera(observation: dict, sample: int, missing_camera: bool = True):
+    """The camera parity sample `sample` goes without (every MISSING_CAMERA_EVERY-th, its last
+    camera, where it has more than one), or None."""
+    images = observation.get('images', {})
+    if missing_camera and sample % MISSING_CAMERA_EVERY == MISSING_CAMERA_EVERY - 1 \
+            and len(images) > 1:
+        return list(images)[-1]
+    return None
+
+
+def parity_observations(pipeline, samples: int, missing_camera: bool = True) -> list:
     """Varied but deterministic observations from the pipeline's example: seeds, prompts, and
-    every 3rd without its last camera (where it has more than one)."""
+    (`missing_camera`, the spec's parity.missing_camera) every third without its last camera
+    (where it has more than one), so that the artifact is checked on a camera that drops out
+    as the eager policy handles it."""
+    return [obs for obs, _ in parity_samples(pipeline, samples, missing_camera)]
+
+
+def parity_samples(pipeline, samples: int, missing_camera: bool = True) -> list:
+    """[(observation, the camera it goes without or None)], parity_observations'."""
     out = []
     for i in range(samples):
         prompt = PROMPTS[i % len(PROMPTS)] if pipeline.interface.prompt else None
         obs = pipeline.example_observation(seed=100 + i, prompt=prompt)
-        if i % 3 == 2 and len(obs['images']) > 1:
-            obs['images'].pop(list(obs['images'])[-1])
-        out.append(obs)
+        dropped = dropped_camera(obs, i, missing_camera)
+        if dropped is not None:
+            obs['images'].pop(dropped)
+        out.append((obs, dropped))
     return out
 
 
@@ -68,24 +97,37 @@ def eager_names(graph) -> dict:
             for value, eager in node.attrs.get('eager_values', {}).items()}
 
 
-def run_parity(pipeline, runtime, samples: int, atol: float, rtol: float, progress=None):
-    """-> (evidence dict, inputs {key: array}, expected {key: array})."""
+def run_parity(pipeline, runtime, samples: int, atol: float, rtol: float, progress=None,
+               missing_camera: bool = True):
+    """-> (evidence dict, inputs {key: array}, expected {key: array}). `missing_camera`: the
+    spec's parity.missing_camera (parity_observations)."""
     from lamp_ros.trace.from_spec import trace_pipeline
 
     graph, plan = runtime.artifact.graph, runtime.artifact.plan
     names, aliases = boundary_values(plan, graph), eager_names(graph)
     results, inputs, expected, not_compared = [], {}, {}, {}
-    for i, obs in enumerate(parity_observations(pipeline, samples)):
+    for i, (obs, dropped) in enumerate(parity_samples(pipeline, samples, missing_camera)):
         if progress:
-            progress(f'parity sample {i + 1}/{samples}')
-        eager = {}
+            progress(f'parity sample {i + 1}/{samples}' +
+                     (f' (without camera {dropped})' if dropped else ''))
+        eager, got = {}, {}
         rtc = parity_committed(pipeline, obs, i)
-        trace_pipeline(pipeline, obs, export=False, values_out=eager, hash_weights=False,
-                       rtc=rtc)
-        runtime.reset()
-        got = {}
         rtc_feeds = {} if rtc is None else dict(zip(('committed', 'delay', 'end'), rtc))
-        runtime.run(runtime.feeds(obs, 0.0, **rtc_feeds), capture=got)
+        try:
+            trace_pipeline(pipeline, obs, export=False, values_out=eager, hash_weights=False,
+                           rtc=rtc)
+            runtime.reset()
+            runtime.run(runtime.feeds(obs, 0.0, **rtc_feeds), capture=got)
+        except Exception as exc:  # the policy's own code failed: say on which camera
+            if dropped is None:
+                raise
+            raise ParityError(
+                f'parity sample {i + 1}/{samples} goes without camera {dropped!r} (every third '
+                'sample leaves out the last camera, to check that the artifact handles a camera '
+                f'that drops out as the eager policy does) and the policy failed on it: '
+                f'{type(exc).__name__}: {exc}. Handle an absent camera (observation.images.get('
+                f'{dropped!r})), or, where the policy needs every camera, set '
+                f'`{MISSING_CAMERA_KEY}: false` in the spec') from exc
         values = {}
         for name in names:
             reference = aliases.get(name, name)

@@ -51,12 +51,18 @@ class Spec:
     fusion: dict        # fuse_adjacent: bool, split_after: [node ids], side_stream: [node ids],
     #                     text_lengths: [prompt lengths a cuda / onnxruntime group also runs at],
     #                     device_letterbox: {camera slot: [height, width] of its largest frame}
-    parity: dict        # samples, atol, rtol
+    parity: dict        # samples, atol, rtol; missing_camera (only where false)
     passes: dict = field(default_factory=dict)
     build: BuildOptions = BuildOptions()
     source: str = ''    # path the spec was read from
     robot: Robot | None = None  # the embodiment (spec/robot.py); None: the policy's own
     precision: PrecisionPlan = PrecisionPlan()  # spec/precision.py: manual or planned
+
+    @property
+    def parity_missing_camera(self) -> bool:
+        """Whether every third parity sample goes without its last camera (compiler/parity.py;
+        spec `parity.missing_camera`, true unless the spec says false)."""
+        return self.parity.get('missing_camera', True)
 
     def choice(self, op: str) -> StageChoice:
         return self.stages.get(op, self.stages['default'])
@@ -104,6 +110,22 @@ def _stage_choice(d, where, target) -> StageChoice:
         raise SpecError(f'{where}.precision: fp16 on target cpu only with the onnxruntime '
                         'backend')
     return choice
+
+
+def _parity(d) -> dict:
+    """parity: samples, atol, rtol, and missing_camera (default true: every third sample goes
+    without its last camera, compiler/parity.py). missing_camera is kept only where false, so
+    the ids of the artifacts of every other spec stay as they were."""
+    check_keys(d, {'samples', 'atol', 'rtol', 'missing_camera'}, 'parity')
+    parity = {'samples': 4, 'atol': 1e-4, 'rtol': 1e-3, **d}
+    if int(parity['samples']) < 1:
+        raise SpecError('parity.samples: must be >= 1')
+    missing_camera = parity.pop('missing_camera', True)
+    if not isinstance(missing_camera, bool):
+        raise SpecError(f'parity.missing_camera: true (every third parity sample goes without '
+                        f'its last camera) or false (every sample has every camera), got '
+                        f'{missing_camera!r}')
+    return parity if missing_camera else {**parity, 'missing_camera': False}
 
 
 def _passes(d) -> dict:
@@ -179,10 +201,7 @@ def parse_spec(d: dict, source: str = '') -> Spec:
             or any(a >= b for a, b in zip(lengths, lengths[1:]))):
         raise SpecError(f'fusion.text_lengths: prompt lengths in tokens, each >= {MIN_LENGTH}, '
                         f'in increasing order, got {lengths!r}')
-    parity = {'samples': 4, 'atol': 1e-4, 'rtol': 1e-3, **d.get('parity', {})}
-    check_keys(parity, {'samples', 'atol', 'rtol'}, 'parity')
-    if int(parity['samples']) < 1:
-        raise SpecError('parity.samples: must be >= 1')
+    parity = _parity(d.get('parity', {}))
     passes = _passes(d.get('passes', {}))
     fusion = {'fuse_adjacent': True, 'split_after': [], 'side_stream': [], 'text_lengths': [],
               **fusion}

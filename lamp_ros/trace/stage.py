@@ -30,6 +30,9 @@ def stage(op: str, kind: str, outputs=('out',), attrs=None, key=None, state=None
     """Mark a method as the pipeline stage `op` of `kind` with named `outputs`."""
     if kind not in KINDS:
         raise ValueError(f'stage {op}: kind {kind!r} not in {KINDS}')
+    if kind == 'model':
+        raise ValueError(f"stage {op}: a model stage is model_stage({op!r}, 'attribute.path'), "
+                         "the nn.Module the compiler exports; @stage marks host stages")
     if kind == 'stateful' and not state:
         raise ValueError(f'stage {op}: a stateful stage names its state (state=...)')
 

@@ -1,7 +1,7 @@
 """The plugin path: point_reach copied out of lamp_ros as a package of its own (`reach_outside`,
 importable only where its folder is on PYTHONPATH), compiled and run as a user's policy is.
-Its glue module is imported again when the artifact loads; where it is missing, changed since
-the build, or pulls torch onto the robot, loading refuses with the reason."""
+Its glue module is imported again when the artifact loads; where it is missing or changed since
+the build, loading refuses with the reason; a glue that pulls in torch is refused at compile."""
 
 import json
 import os
@@ -45,7 +45,7 @@ def test_a_policy_outside_lamp_ros_compiles_runs_and_is_checked_at_load(tmp_path
     assert built.returncode == 0, built.stderr[-3000:]
     with open(out / 'plan.json', encoding='utf-8') as f:
         modules = {m for g in json.load(f)['groups'] for m in g['build'].get('modules', {})}
-    assert modules == {f'{PACKAGE}.glue'}
+    assert modules == {f'{PACKAGE}.glue', PACKAGE}  # the glue and its package's __init__
     ran = _lamp(['run', out, '--ticks', '5', '--fast'], folder)
     assert ran.returncode == 0, ran.stderr[-3000:]
     assert _lamp(['verify', out], folder).returncode == 0
@@ -66,12 +66,14 @@ def test_a_policy_outside_lamp_ros_compiles_runs_and_is_checked_at_load(tmp_path
         changed.stderr and 'rebuild the artifact' in changed.stderr, changed.stderr[-2000:]
 
 
-def test_glue_that_imports_torch_is_refused_on_the_robot(tmp_path):
+def test_glue_that_imports_torch_is_refused_at_compile(tmp_path):
     """Host operators run where torch need not be installed: a glue module that imports it
-    builds (the compiler has torch) but does not load."""
+    would not load on the robot, so `lamp compile` refuses it, naming the module and the
+    import (the compiler has torch, so only a fresh import of the glue shows it)."""
     folder, spec = _outside(tmp_path, glue_prefix='import torch  # noqa: F401\n')
     out = tmp_path / 'artifact'
-    assert _lamp(['compile', spec, '--out', out], folder).returncode == 0
-    ran = _lamp(['run', out, '--ticks', '5', '--fast'], folder)
-    assert ran.returncode != 0
-    assert f'module {PACKAGE}.glue imports torch' in ran.stderr, ran.stderr[-2000:]
+    built = _lamp(['compile', spec, '--out', out], folder)
+    assert built.returncode == 2 and not out.exists()
+    glue = folder / PACKAGE / 'glue.py'
+    assert f'module {PACKAGE}.glue imports torch: {PACKAGE}.glue ({glue}:1) -> torch' in \
+        built.stderr, built.stderr[-2000:]
