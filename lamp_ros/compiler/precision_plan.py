@@ -54,7 +54,7 @@ def calibration_observations(spec, pipeline) -> list:
     from lamp_ros.compiler.parity import parity_observations
     cal = spec.precision.calibration
     if cal.source == 'parity':
-        return parity_observations(pipeline, cal.samples)
+        return parity_observations(pipeline, cal.samples, spec.parity_missing_camera)
     folder = spec.resolve(cal.path)
     if not os.path.isdir(folder):
         raise PrecisionPlanError(f'precision.calibration.path: no folder {folder}')
