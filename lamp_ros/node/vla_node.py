@@ -35,6 +35,7 @@ from lamp_ros.node import convert
 from lamp_ros.node.diagnostics import diagnostic_status, PROFILE_LAYOUT, profile_values
 from lamp_ros.node.engine import ControlEngine, skipped_periods
 from lamp_ros.node.params import check, NodeConfig, PARAMETERS
+from lamp_ros.node.status_line import StatusLine
 
 SUCCESS, FAILURE = TransitionCallbackReturn.SUCCESS, TransitionCallbackReturn.FAILURE
 LATENCY_LAYOUT = ('input_stamp_s', 'e2e_latency_s', 'compute_s', 'inferred', 'fresh',
@@ -58,6 +59,7 @@ class VlaNode(LifecycleNode):
         self.create_service(Trigger, '~/resume', self._on_resume)
         self._active = False
         self._held = None    # {'since': t, 'position': q or None} while ~/hold is in force
+        self._status_line = StatusLine()   # a log line every few seconds while active
         self._reset_counters()
 
     # ---- parameters --------------------------------------------------------------------------
@@ -415,6 +417,9 @@ class VlaNode(LifecycleNode):
             values = profile_values(report)
             self._lamp_pubs['profile'].publish(
                 convert.float_array(values, ','.join(PROFILE_LAYOUT)))
+            line = self._status_line.due(report)
+            if line:
+                self.get_logger().info(line)
         except Exception as exc:
             if not self.context.ok():  # a stop shut the context down under this report
                 return
@@ -424,6 +429,9 @@ class VlaNode(LifecycleNode):
 def autostart(node: VlaNode) -> bool:
     """configure + activate when the `autostart` parameter is set (no lifecycle manager)."""
     if not node.get_parameter('autostart').value:
+        node.get_logger().info('unconfigured, waiting for a configure transition (autostart is '
+                               'false): `lamp top --configure --activate` or a lifecycle '
+                               'manager starts it; `-p autostart:=true` starts it by itself')
         return False
     if node.trigger_configure() != SUCCESS:
         node.get_logger().error('autostart: configure failed; staying unconfigured')
