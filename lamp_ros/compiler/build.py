@@ -310,10 +310,6 @@ def compile_spec(spec_path: str, out: str, progress=None,
         done('parity')
         _dump(root, 'evidence/build.json', {'stage_seconds': timings, 'tools': versions,
                                             'spec': os.path.basename(spec_path),
-                                            # its paths resolve against it (load_artifact_spec)
-                                            'spec_path': os.path.relpath(
-                                                os.path.abspath(spec_path),
-                                                os.path.abspath(out)),
                                             'measure_tiles': measure_tiles,
                                             'passes_without_effect': idle,
                                             'groups': group_evidence})
