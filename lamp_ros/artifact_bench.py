@@ -3,8 +3,8 @@
 Both run a full inference tick on the same observation, interleaved (reference, runtime,
 reference, ...) so that machine noise hits both alike; the ratio is the figure that counts.
 The eager pipeline is rebuilt from the spec stored in the artifact, its paths (checkpoint,
-tokenizer) resolved as the build recorded them (spec.load_artifact_spec), wherever the command
-runs.
+tokenizer) resolved against the artifact's folder (spec.load_artifact_spec), wherever the
+command runs.
 """
 
 import statistics
