@@ -69,9 +69,16 @@ def interface_robot(root: str, manifest: dict) -> Robot:
         except Exception as exc:  # rclpy's InvalidTopicNameException and friends
             raise ValueError(f'{where}: camera slot {slot!r} gives no valid topic name '
                              f'{topic!r} ({exc})') from exc
-        height, width = sizes.get(slot, EXAMPLE_FRAME)
+        size = sizes.get(slot, EXAMPLE_FRAME)
+        if not isinstance(size, (list, tuple)) or len(size) != 2:
+            raise ValueError(f'{where}: abi.camera_sizes.{slot}: [height, width], got {size!r}')
+        height, width = size
         cameras[slot] = {'topic': topic, 'encoding': 'rgb8', 'width': width, 'height': height}
-    clamp = clamp_limits(_read(root, 'graph.json'))
+    graph = _read(root, 'graph.json')
+    try:
+        clamp = clamp_limits(graph)
+    except ValueError as exc:
+        raise ValueError(f'{where}: {exc}') from exc
     if clamp is None:  # checked below with finite stand-ins, then unbounded: commands alone
         limits = [(-1.0, 1.0, 1.0)] * len(joints)
     else:
