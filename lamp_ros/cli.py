@@ -17,11 +17,6 @@ def _sim(args) -> int:
     return 0
 
 
-def _top(args) -> int:
-    from lamp_ros.monitor.top import run_top
-    return run_top(args)
-
-
 def _progress(console, status):
     """progress(message): a timed line per step (a log or a pipe keeps them) and the spinner's
     text (shown on a terminal only)."""
@@ -313,28 +308,18 @@ def build_parser() -> argparse.ArgumentParser:
         'sim', help='a simulated robot: cameras + joint states following commands',
         usage='lamp sim [--ros-args -p NAME:=VALUE ...]',
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        description='A simulated robot on ROS 2: it publishes cameras and /joint_states and\n'
-        'follows the commands on /vla_policy/joint_trajectory. Its parameters come after\n'
-        '--ros-args, as for any ROS node (lamp_ros/sim/robot.py, docs/robot.md).',
+        description='A simulated robot on ROS 2: cameras and /joint_states, following the\n'
+        'commands on /vla_policy/joint_trajectory. Its parameters come after --ros-args\n'
+        '(lamp_ros/sim/robot.py, docs/robot.md).',
         epilog='examples:\n'
-        '  lamp sim                 the bundled 7-joint arm (config/robots/sim7.yaml)\n'
-        '  lamp sim --ros-args -p artifact:=artifacts/pi05_tiny\n'
-        '                           the robot the artifact was built for, or else its\n'
-        '                           interface (cameras, joints, frame sizes, clamp limits)\n'
+        '  lamp sim    the bundled 7-joint arm (config/robots/sim7.yaml)\n'
+        '  lamp sim --ros-args -p artifact:=artifacts/pi05_tiny    the robot it was built for,\n'
+        '      or else its interface (cameras, joints, frame sizes, clamp limits)\n'
         '  lamp sim --ros-args -p robot_file:=config/robots/arm6_gripper.yaml')
     p.set_defaults(func=_sim, takes_ros_args=True)
 
-    p = sub.add_parser(
-        'top', help='the running vla_node: live status, or one action (configure, activate, '
-        'hold, resume, ...)',
-        description='Shows a running vla_node\'s /diagnostics and /vla_policy/profile live, or '
-        'runs one-shot actions on it (no ros2 CLI needed): lifecycle transitions through its '
-        'change_state service, hold / resume through its Trigger services. Actions run in the '
-        'order given; each exits non-zero with the reason when the node refuses it or does not '
-        'answer within --timeout.')
-    from lamp_ros.monitor.top import add_arguments
-    add_arguments(p)
-    p.set_defaults(func=_top)
+    from lamp_ros.monitor.top import register as register_top
+    register_top(sub)
 
     p = sub.add_parser('trace', help='trace a model spec into a typed stage graph (JSON)')
     p.add_argument('spec', help='model spec YAML, e.g. config/specs/pi05_tiny.yaml')

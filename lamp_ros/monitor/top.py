@@ -26,7 +26,15 @@ KEYS = {'c': 'configure', 'a': 'activate', 'd': 'deactivate', 'u': 'cleanup', 'h
         'r': 'resume'}
 
 
-def add_arguments(p) -> None:
+def register(sub) -> None:
+    """Add `lamp top` to the `lamp` parser's subcommands."""
+    p = sub.add_parser(
+        'top', help='a running vla_node: live status, or one-shot actions (configure, '
+        'activate, hold, resume, ...)',
+        description='Shows a running vla_node\'s /diagnostics and profile live, or runs '
+        'one-shot actions on it (no ros2 CLI needed): lifecycle transitions, hold and resume. '
+        'Actions run in the order given; exit 1 when the node refuses one, 2 when it does not '
+        'answer within --timeout.')
     p.add_argument('--node', default='/vla_policy', help='the node (default /vla_policy)')
     for name, doc in ACTIONS.items():
         p.add_argument(f'--{name}', dest='actions', action='append_const', const=name, help=doc)
@@ -37,6 +45,7 @@ def add_arguments(p) -> None:
     p.add_argument('--period', type=float, default=1.0,
                    help='live view: seconds between refreshes (a summary line each, off a '
                         'terminal)')
+    p.set_defaults(func=run_top)
 
 
 def run_top(args) -> int:
