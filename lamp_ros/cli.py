@@ -17,16 +17,29 @@ def _sim(args) -> int:
     return 0
 
 
+def _progress(console, status):
+    """progress(message): a timed line per step (a log or a pipe keeps them) and the spinner's
+    text (shown on a terminal only)."""
+    import time
+    start = time.perf_counter()
+
+    def progress(message: str) -> None:
+        console.print(f'[dim]{time.perf_counter() - start:7.1f}s[/] {message}')
+        status.update(message)
+    return progress
+
+
 def _trace(args) -> int:
     from rich.console import Console
 
     from lamp_ros.spec import load_spec
     from lamp_ros.trace.from_spec import trace_spec
+    out = output_path(args.out, '--out')
     console = Console(stderr=True)
     with console.status('tracing') as status:
         graph = trace_spec(load_spec(args.spec), export=not args.no_export,
-                           progress=lambda msg: status.update(msg))
-    _write(args.out, graph.to_json())
+                           progress=_progress(console, status))
+    _write(out, graph.to_json())
     console.print(f'{len(graph.nodes)} stages, {len(graph.edges)} edges -> {args.out}')
     return 0
 
@@ -40,10 +53,7 @@ def _compile(args) -> int:
     console = Console(stderr=True)
     start = time.perf_counter()
     with console.status('compiling') as status:
-        def progress(message):
-            console.print(f'[dim]{time.perf_counter() - start:7.1f}s[/] {message}')
-            status.update(message)
-        result = compile_spec(args.spec, args.out, progress=progress,
+        result = compile_spec(args.spec, args.out, progress=_progress(console, status),
                               measure_tiles=args.measure_tiles)
     worst = result.parity['worst']
     for name, w in worst.items():
@@ -65,6 +75,8 @@ def _run(args) -> int:
     from lamp_ros.runtime import Runtime
     from lamp_ros.runtime.loop import run_ticks
     from lamp_ros.runtime.report import print_profile
+    if args.trace:
+        output_path(args.trace, '--trace')
     runtime = Runtime.load(args.artifact, execution=args.execution)
     try:
         commands = run_ticks(runtime, args.ticks, realtime=not args.fast)
@@ -81,8 +93,13 @@ def _run(args) -> int:
 
 
 def _bench(args) -> int:
+    from rich.console import Console
+
     from lamp_ros.artifact_bench import bench_artifact
-    result = bench_artifact(args.artifact, runs=args.runs)
+    console = Console(stderr=True)  # stdout: the result (JSON with --json)
+    with console.status('bench') as status:
+        result = bench_artifact(args.artifact, runs=args.runs,
+                                progress=_progress(console, status))
     if args.json:
         print(json.dumps(result, indent=1))
     else:
@@ -132,6 +149,8 @@ def _replay(args) -> int:
         raise ValueError('--artifact is needed: the artifact to replay through (with --live: '
                          'the one the running node runs, to check its commands against)')
     common = {'atol': args.atol, 'rtol': args.rtol}
+    if args.save_golden:
+        output_path(args.save_golden, '--save-golden')
     if args.against:
         report = rp.localize(args.bag, args.artifact, args.against, prompt=args.prompt,
                              **common)
@@ -214,6 +233,8 @@ def _eval(args) -> int:
     from lamp_ros.sim.evaluate import compare, write_report
     if (args.artifact is None) == (args.compare is None):
         raise SystemExit('lamp eval: give one ARTIFACT, or --compare A B')
+    if args.out:  # before the episodes: their results are not lost to a missing folder
+        output_path(args.out, '--out')
     if args.compare is None:
         report, name = _evaluate_one(args.artifact, args, args.expert)
         if args.out:
@@ -247,10 +268,25 @@ def _graph(args) -> int:
     with open(args.graph, encoding='utf-8') as f:
         graph = Graph.from_json(f.read())
     print_summary(graph)
-    picture = args.svg or os.path.splitext(args.graph)[0] + '.svg'
+    picture = output_path(args.svg or os.path.splitext(args.graph)[0] + '.svg', '--svg')
     _write(picture, render_svg(graph))
     print(f'picture: {picture}')
     return 0
+
+
+def output_path(path: str, flag: str) -> str:
+    """`path`, its folder created and checked writable: a command checks where it will write
+    before its long work, so a missing or read-only folder never loses the results."""
+    folder = os.path.dirname(os.path.abspath(path))
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError as exc:
+        raise ValueError(f'{flag} {path}: cannot create the folder {folder} ({exc.strerror})')
+    if os.path.isdir(path):
+        raise ValueError(f'{flag} {path}: is a folder; give a file name')
+    if not os.access(folder, os.W_OK):
+        raise ValueError(f'{flag} {path}: the folder {folder} is not writable')
+    return path
 
 
 def _write(path: str, text: str) -> None:
@@ -268,11 +304,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('--execution', choices=('async', 'sync'), default='async')
     p.set_defaults(func=_demo)
 
-    p = sub.add_parser('sim', help='a simulated robot: cameras + joint states following commands')
-    p.add_argument('ros_args', nargs=argparse.REMAINDER,
-                   help='e.g. --ros-args -p artifact:=artifacts/my (the robot it was built for)'
-                   ' or -p robot_file:=config/robots/ur5e_2f85.yaml')
-    p.set_defaults(func=_sim)
+    p = sub.add_parser(
+        'sim', help='a simulated robot: cameras + joint states following commands',
+        usage='lamp sim [--ros-args -p NAME:=VALUE ...]',
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description='A simulated robot on ROS 2: cameras and /joint_states, following the\n'
+        'commands on /vla_policy/joint_trajectory. Its parameters come after --ros-args\n'
+        '(lamp_ros/sim/robot.py, docs/robot.md).',
+        epilog='examples:\n'
+        '  lamp sim    the bundled 7-joint arm (config/robots/sim7.yaml)\n'
+        '  lamp sim --ros-args -p artifact:=artifacts/pi05_tiny    the robot it was built for,\n'
+        '      or else its interface (cameras, joints, frame sizes, clamp limits)\n'
+        '  lamp sim --ros-args -p robot_file:=config/robots/arm6_gripper.yaml')
+    p.set_defaults(func=_sim, takes_ros_args=True)
+
+    from lamp_ros.monitor.top import register as register_top
+    register_top(sub)
 
     p = sub.add_parser('trace', help='trace a model spec into a typed stage graph (JSON)')
     p.add_argument('spec', help='model spec YAML, e.g. config/specs/pi05_tiny.yaml')
@@ -392,11 +439,25 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def split_ros_args(argv: list) -> tuple:
+    """(lamp's own arguments, the ROS arguments: `--ros-args` and all after it). A `--` just
+    before `--ros-args` is dropped (`lamp sim -- --ros-args ...` is the same command)."""
+    if '--ros-args' not in argv:
+        return argv, []
+    i = argv.index('--ros-args')
+    return argv[:i - 1] if i and argv[i - 1] == '--' else argv[:i], argv[i:]
+
+
 def main(argv=None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    own, ros_args = split_ros_args(list(sys.argv[1:] if argv is None else argv))
+    args = parser.parse_args(own)
+    if ros_args and not getattr(args, 'takes_ros_args', False):
+        parser.error(f'{args.command}: --ros-args: only lamp sim takes ROS arguments')
+    args.ros_args = ros_args
     try:
         return args.func(args)
-    except (ValueError, FileNotFoundError) as exc:
+    except (ValueError, FileNotFoundError, FileExistsError) as exc:
         print(f'lamp {args.command}: error: {exc}', file=sys.stderr)
         return 2
 

@@ -36,6 +36,7 @@ from lamp_ros.node.diagnostics import diagnostic_status, PROFILE_LAYOUT, profile
 from lamp_ros.node.engine import ControlEngine, skipped_periods
 from lamp_ros.node.params import check, NodeConfig, PARAMETERS
 from lamp_ros.node.records import LATENCY_LAYOUT  # noqa: F401 (the layout's old home)
+from lamp_ros.node.status_line import StatusLine
 from lamp_ros.runtime import episode_state
 
 SUCCESS, FAILURE = TransitionCallbackReturn.SUCCESS, TransitionCallbackReturn.FAILURE
@@ -58,6 +59,7 @@ class VlaNode(LifecycleNode):
         self.create_service(Trigger, '~/resume', self._on_resume)
         self._active = False
         self._held = None    # {'since': t, 'position': q or None} while ~/hold is in force
+        self._status_line = StatusLine()   # a log line every few seconds while active
         self._reset_counters()
 
     # ---- parameters --------------------------------------------------------------------------
@@ -454,6 +456,9 @@ class VlaNode(LifecycleNode):
             values = profile_values(report)
             self._lamp_pubs['profile'].publish(
                 convert.float_array(values, ','.join(PROFILE_LAYOUT)))
+            line = self._status_line.due(report)
+            if line:
+                self.get_logger().info(line)
         except Exception as exc:
             if not self.context.ok():  # a stop shut the context down under this report
                 return
@@ -463,6 +468,9 @@ class VlaNode(LifecycleNode):
 def autostart(node: VlaNode) -> bool:
     """configure + activate when the `autostart` parameter is set (no lifecycle manager)."""
     if not node.get_parameter('autostart').value:
+        node.get_logger().info('unconfigured, waiting for a configure transition (autostart is '
+                               'false): `lamp top --configure --activate` or a lifecycle '
+                               'manager starts it; `-p autostart:=true` starts it by itself')
         return False
     if node.trigger_configure() != SUCCESS:
         node.get_logger().error('autostart: configure failed; staying unconfigured')

@@ -16,6 +16,7 @@ scripted expert runs through the same loop for reference.
 from collections import deque
 from dataclasses import dataclass
 import json
+import os
 
 import numpy as np
 
@@ -232,6 +233,7 @@ def write_report(report: dict, path: str, title: str) -> str:
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt
     from lamp_ros.sim.task import SUCCESS_PX
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with open(path, 'w', encoding='utf-8') as f:
         json.dump(report, f, indent=1)
     picture = path.rsplit('.', 1)[0] + '.png'

@@ -1,7 +1,8 @@
 """`lamp sim`: a simulated arm on ROS 2, built from a robot description.
 
-The robot comes from an artifact (`artifact`: the robot its spec named, in its ABI), from a
-robot file (`robot_file`, spec/robot.py), or is the bundled 7-joint arm
+The robot comes from an artifact (`artifact`: the robot its spec named, in its ABI, or else the
+robot its interface describes, artifact_robot.py), from a robot file (`robot_file`,
+spec/robot.py), or is the bundled 7-joint arm
 (config/robots/sim7.yaml, whose cameras the `cameras`, `camera_width`, `camera_height`,
 `encoding` and `image_transport` parameters then shape). It publishes each camera as the robot
 says (a moving synthetic scene; jpeg/png as CompressedImage on exactly the given topic, raw
@@ -11,10 +12,11 @@ policy's output topic with a first-order lag (time constant `tau_s`), within the
 limits, so demo and tests close the loop. Cameras can be paused with the `cameras_enabled`
 parameter (tests use it to starve the policy). With `task_seed` >= 0 the scene is an episode of
 the evaluation task (task.py, episode `task_episode`), and `errors` keeps the task's error at
-every joint step (what `lamp eval` measures, here over ROS).
+every joint step (what `lamp eval` measures, here over ROS). It says what it simulates when it
+starts, and every STATUS_PERIOD_S seconds how many frames, joint states and commands went by,
+so a terminal shows whether the loop is closed.
 """
 
-import json
 import os
 
 import numpy as np
@@ -22,6 +24,7 @@ from rclpy.node import Node
 from rclpy.qos import qos_profile_sensor_data
 
 from lamp_ros.node import convert
+from lamp_ros.sim.artifact_robot import robot_of_artifact
 from lamp_ros.sim.dynamics import follow
 from lamp_ros.sim.scene import render
 from lamp_ros.sim.task import ReachTask
@@ -29,14 +32,14 @@ from lamp_ros.spec.robot import parse_robot, Robot, RobotCamera
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SIM7 = os.path.join(ROOT, 'config', 'robots', 'sim7.yaml')
+STATUS_PERIOD_S = 5.0   # one status line this often
 
 
-def robot_of_artifact(path: str) -> Robot:
-    """The robot an artifact was built for (its ABI), or the bundled arm when it names none."""
-    with open(os.path.join(path, 'manifest.json'), encoding='utf-8') as f:
-        abi = json.load(f)['abi']
-    return Robot.from_abi(abi['robot']) if abi.get('robot') else parse_robot(
-        {'file': SIM7}, ROOT, 22.0)
+def describe(robot: Robot) -> str:
+    """The robot in one line: its cameras (size, encoding, topic) and joints."""
+    cameras = ', '.join(f'{slot} {c.width}x{c.height} {c.encoding} on {c.topic}'
+                        for slot, c in robot.cameras.items()) or 'none'
+    return f'cameras: {cameras}; {len(robot.joints)} joints {list(robot.joint_names)}'
 
 
 class SimRobot(Node):
@@ -50,7 +53,7 @@ class SimRobot(Node):
              'task_seed': -1, 'task_episode': 0}
         for key, value in p.items():
             self.declare_parameter(key, value)
-        self.robot = self._robot()
+        self.robot, source = self._robot()
         names = [n for n in self._p('joint_names') if n] or list(self.robot.joint_names)
         if len(names) != len(self.robot.joints):
             raise ValueError(f'joint_names: {len(names)} names for the robot\'s '
@@ -79,19 +82,26 @@ class SimRobot(Node):
             self.create_subscription(Float64MultiArray, topic, self._on_array, 10)
         else:
             self.create_subscription(JointTrajectory, topic, self._on_trajectory, 10)
+        self.frames_sent = dict.fromkeys(self.camera_pubs, 0)
+        self.joint_states_sent = 0
+        self._last_status = (self._now(), dict(self.frames_sent), 0, 0)
         self.create_timer(1.0 / self._p('camera_rate_hz'), self._publish_cameras)
         self.create_timer(1.0 / self._p('joint_rate_hz'), self._step_joints)
+        self.create_timer(STATUS_PERIOD_S, self._log_status)
+        self.get_logger().info(f'simulating {self.robot.name}, {source}: '
+                               f'{describe(self.robot)}; following commands on {topic}')
 
     def _p(self, name):
         return self.get_parameter(name).value
 
-    def _robot(self) -> Robot:
-        """From the artifact, a robot file, or the bundled arm shaped by the camera
-        parameters."""
+    def _robot(self) -> tuple:
+        """(robot, where it came from): the artifact's, a robot file's, or the bundled arm
+        shaped by the camera parameters."""
         if self._p('artifact'):
             return robot_of_artifact(self._p('artifact'))
         if self._p('robot_file'):
-            return parse_robot({'file': os.path.abspath(self._p('robot_file'))}, ROOT, 22.0)
+            path = os.path.abspath(self._p('robot_file'))
+            return parse_robot({'file': path}, ROOT, 22.0), f'robot file {path}'
         arm = parse_robot({'file': SIM7}, ROOT, 22.0)
         compressed = self._p('image_transport') == 'compressed'
         encoding = 'jpeg' if compressed else self._p('encoding')
@@ -99,7 +109,7 @@ class SimRobot(Node):
                                      ('/compressed' if compressed else ''), encoding,
                                      self._p('camera_width'), self._p('camera_height'))
                    for slot in self._p('cameras')}
-        return Robot(arm.name, arm.joints, cameras, arm.action)
+        return Robot(arm.name, arm.joints, cameras, arm.action), 'the bundled arm'
 
     def _now(self) -> float:
         return self.get_clock().now().nanoseconds * 1e-9
@@ -129,6 +139,7 @@ class SimRobot(Node):
         msg.name = list(self.joints)
         msg.position = [float(v) for v in self.q]
         self.joint_pub.publish(msg)
+        self.joint_states_sent += 1
 
     def _publish_cameras(self) -> None:
         if not self._p('cameras_enabled'):
@@ -144,6 +155,27 @@ class SimRobot(Node):
             msg.header.stamp = stamp
             msg.header.frame_id = f'{slot}_camera'
             pub.publish(msg)
+            self.frames_sent[slot] += 1
+
+    def _log_status(self) -> None:
+        """What went by since the last status line: frames per camera, joint states, commands
+        received (none: nothing drives the robot yet)."""
+        now = self._now()
+        since, frames, joint_states, commands = self._last_status
+        seconds = max(now - since, 1e-9)
+        self._last_status = (now, dict(self.frames_sent), self.joint_states_sent, self.commands)
+        sent = ', '.join(f'{slot} {n - frames.get(slot, 0)}' for slot, n in
+                         self.frames_sent.items()) or 'no cameras'
+        if not self._p('cameras_enabled'):
+            sent += ' (cameras paused)'
+        received = self.commands - commands
+        waiting = '' if received else (f' (nothing drives it: is a vla_node active and '
+                                       f'publishing on {self._p("command_topic")}?)')
+        states = self.joint_states_sent - joint_states
+        self.get_logger().info(
+            f'last {seconds:.1f} s: frames {sent}; joint states {states} '
+            f'({states / seconds:.0f}/s); commands received {received} '
+            f'({received / seconds:.1f}/s){waiting}')
 
 
 def main(args=None) -> None:
@@ -151,6 +183,12 @@ def main(args=None) -> None:
     from rclpy.executors import ExternalShutdownException
     try:
         with rclpy.init(args=args):
-            rclpy.spin(SimRobot())
+            robot = SimRobot()
+            try:
+                rclpy.spin(robot)
+            except Exception:
+                if robot.context.ok():
+                    raise
+                # a signal shut the context down under a frame being published: a normal stop
     except (KeyboardInterrupt, ExternalShutdownException):
         pass

@@ -236,3 +236,24 @@ def load_spec(path: str) -> Spec:
     if not os.path.isfile(path):
         raise FileNotFoundError(f'spec: no file {path}')
     return parse_spec(read_yaml(path, 'spec') or {}, source=path)
+
+
+ARTIFACT_SPEC = 'spec.json'   # the spec an artifact was built from, as parsed
+
+
+def load_artifact_spec(root: str) -> Spec:
+    """The spec an artifact was built from (its spec.json), its paths resolved against the
+    artifact's folder, wherever the command runs (never the working directory).
+
+    The paths (a checkpoint, a tokenizer, a calibration folder) are kept as the spec file wrote
+    them, relative to its folder, which the artifact does not record: where one builds must
+    not change the artifact id, and evidence files are copied into committed results. The
+    artifact's folder stands in for it, right for the layout the docs use: a spec in
+    config/specs/ built into artifacts/<name>, both two folders below the repository. Elsewhere
+    a path names a file that is not there, and the error names the path it tried."""
+    import json
+    path = os.path.join(root, ARTIFACT_SPEC)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f'artifact {root}: no {ARTIFACT_SPEC}')
+    with open(path, encoding='utf-8') as f:
+        return parse_spec(json.load(f), source=os.path.abspath(path))
