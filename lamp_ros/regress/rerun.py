@@ -169,6 +169,8 @@ def _one_tick(tick, engine, runtime, schedule, index, receive, layout, tally):
         if missed:
             tally.lost()
     result = engine.tick(tick.time)
+    if tally.lost_from is not None:
+        return result  # an input was lost since the last resync: the schedule may differ
     if tick.merged and (result.inference is None or
                         result.inference.index != tick.merged['index']):
         tally.merge_mismatches += 1
