@@ -11,6 +11,7 @@ import os
 
 from lamp_ros.spec.build_options import (build_options, BuildOptions, check_keys, read_yaml,
                                          SpecError)
+from lamp_ros.spec.keys import SPEC_KEYS
 from lamp_ros.spec.precision import precision_plan, PrecisionPlan
 from lamp_ros.spec.robot import parse_robot, Robot
 
@@ -89,7 +90,7 @@ class Spec:
 
 
 def _stage_choice(d, where, target) -> StageChoice:
-    check_keys(d, {'backend', 'precision', 'fallback', 'reason'}, where)
+    check_keys(d, SPEC_KEYS['stages.<stage>'], where)
     if 'backend' not in d:
         raise SpecError(f'{where}.backend: missing')
     choice = StageChoice(d['backend'], d.get('precision', 'fp32'), tuple(d.get('fallback', ())),
@@ -116,7 +117,7 @@ def _parity(d) -> dict:
     """parity: samples, atol, rtol, and missing_camera (default true: every third sample goes
     without its last camera, compiler/parity.py). missing_camera is kept only where false, so
     the ids of the artifacts of every other spec stay as they were."""
-    check_keys(d, {'samples', 'atol', 'rtol', 'missing_camera'}, 'parity')
+    check_keys(d, SPEC_KEYS['parity'], 'parity')
     parity = {'samples': 4, 'atol': 1e-4, 'rtol': 1e-3, **d}
     if int(parity['samples']) < 1:
         raise SpecError('parity.samples: must be >= 1')
@@ -140,15 +141,14 @@ def _passes(d) -> dict:
 
 def parse_spec(d: dict, source: str = '') -> Spec:
     """Validate a spec mapping into a Spec; errors name the key path."""
-    check_keys(d, {'schema', 'name', 'policy', 'weights', 'control', 'target', 'stages',
-                   'fusion', 'parity', 'passes', 'build', 'robot', 'precision'}, '')
+    check_keys(d, SPEC_KEYS[''], '')
     if d.get('schema', SCHEMA) != SCHEMA:
         raise SpecError(f'schema: {d["schema"]!r}, expected {SCHEMA!r}')
     for key in ('name', 'policy', 'target'):
         if key not in d:
             raise SpecError(f'{key}: missing')
     policy = d['policy']
-    check_keys(policy, {'entry', 'options'}, 'policy')
+    check_keys(policy, SPEC_KEYS['policy'], 'policy')
     entry = policy.get('entry')
     if not isinstance(entry, str) or entry.count(':') != 1 or not all(entry.split(':')):
         raise SpecError(f"policy.entry: 'module:function' that builds the pipeline, got "
@@ -158,7 +158,7 @@ def parse_spec(d: dict, source: str = '') -> Spec:
                         f'{policy["options"]!r}')
     policy = {'entry': entry, 'options': dict(policy.get('options') or {})}
     weights = d.get('weights', {'seed': 0})
-    check_keys(weights, {'seed', 'stage_seeds', 'file', 'format', 'path', 'asset_id'}, 'weights')
+    check_keys(weights, SPEC_KEYS['weights'], 'weights')
     given = [k for k, keys in (('seed', ('seed', 'stage_seeds')), ('file', ('file',)),
                                ('checkpoint', ('format', 'path', 'asset_id')))
              if any(key in weights for key in keys)]
@@ -168,7 +168,7 @@ def parse_spec(d: dict, source: str = '') -> Spec:
     if given == ['checkpoint'] and not ('format' in weights and 'path' in weights):
         raise SpecError('weights: a checkpoint needs both format and path')
     control = d.get('control', {})
-    check_keys(control, {'rate_hz', 'chunker', 'smoother', 'clamp'}, 'control')
+    check_keys(control, SPEC_KEYS['control'], 'control')
     control = {'rate_hz': DEFAULT_RATE_HZ, **control}
     if not isinstance(control['rate_hz'], (int, float)) or not control['rate_hz'] > 0:
         raise SpecError(f'control.rate_hz: a rate in Hz > 0, got {control["rate_hz"]!r}')
@@ -188,8 +188,7 @@ def parse_spec(d: dict, source: str = '') -> Spec:
     stages = {k: _stage_choice(v, f'stages.{k}', target) for k, v in stages_in.items()}
     stages.setdefault('default', StageChoice('host', reason='host reference for every stage'))
     fusion = d.get('fusion', {})
-    check_keys(fusion, {'fuse_adjacent', 'split_after', 'side_stream', 'text_lengths',
-                        'device_letterbox'}, 'fusion')
+    check_keys(fusion, SPEC_KEYS['fusion'], 'fusion')
     _check_device_letterbox(fusion.get('device_letterbox'), target)
     side = fusion.get('side_stream', [])
     if not isinstance(side, list) or not all(isinstance(s, str) for s in side):

@@ -17,6 +17,7 @@ any observation's chunk and the largest |error| / max |reference| over all of th
 from dataclasses import dataclass, field
 
 from lamp_ros.spec.build_options import check_keys, SpecError
+from lamp_ros.spec.keys import SPEC_KEYS
 
 PLANS = ('manual', 'auto')
 CALIBRATION_SOURCES = ('parity', 'npz')
@@ -75,18 +76,18 @@ def _number(value, where: str, low: float, high: float) -> float:
 
 def precision_plan(d: dict) -> PrecisionPlan:
     """Validate the `precision:` mapping; errors name the key path."""
-    check_keys(d, {'plan', 'budget', 'calibration', 'lower_loop_state'}, 'precision')
+    check_keys(d, SPEC_KEYS['precision'], 'precision')
     plan = d.get('plan', 'manual')
     if plan not in PLANS:
         raise SpecError(f'precision.plan: one of {", ".join(PLANS)}, got {plan!r}')
     budget = d.get('budget') or {}
-    check_keys(budget, {'cosine', 'max_rel'}, 'precision.budget')
+    check_keys(budget, SPEC_KEYS['precision.budget'], 'precision.budget')
     budget = Budget(_number(budget.get('cosine', Budget.cosine), 'precision.budget.cosine',
                             -1.0, 1.0),
                     _number(budget.get('max_rel', Budget.max_rel), 'precision.budget.max_rel',
                             0.0, 1e9))
     cal = d.get('calibration') or {}
-    check_keys(cal, {'source', 'path', 'samples'}, 'precision.calibration')
+    check_keys(cal, SPEC_KEYS['precision.calibration'], 'precision.calibration')
     source = cal.get('source', 'parity')
     if source not in CALIBRATION_SOURCES:
         raise SpecError(f'precision.calibration.source: one of '

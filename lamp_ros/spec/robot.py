@@ -14,6 +14,7 @@ import math
 import os
 
 from lamp_ros.spec.build_options import check_keys, read_yaml, SpecError
+from lamp_ros.spec.keys import ROBOT_FILE, SPEC_KEYS
 
 ENCODINGS = {'jpeg': 'compressed', 'png': 'compressed', 'rgb8': 'raw', 'bgr8': 'raw',
              'mono8': 'raw'}
@@ -115,7 +116,7 @@ def _joint(d, i: int, urdf: dict | None, urdf_path: str, rate_hz: float) -> Robo
     where = f'robot.joints[{i}]'
     if not isinstance(d, dict):
         raise SpecError(f'{where}: a mapping with name, lower, upper, max_step, got {d!r}')
-    check_keys(d, {'name', 'lower', 'upper', 'max_step'}, where)
+    check_keys(d, SPEC_KEYS['robot.joints[]'], where)
     name = d.get('name')
     if not isinstance(name, str) or not name:
         raise SpecError(f'{where}.name: the joint name as /joint_states has it, got {name!r}')
@@ -147,7 +148,7 @@ def _camera(d, slot: str) -> RobotCamera:
     where = f'robot.cameras.{slot}'
     if not isinstance(d, dict):
         raise SpecError(f'{where}: a mapping with topic, encoding, width, height, got {d!r}')
-    check_keys(d, {'topic', 'encoding', 'width', 'height'}, where)
+    check_keys(d, SPEC_KEYS['robot.cameras.<slot>'], where)
     for key in ('topic', 'encoding', 'width', 'height'):
         if key not in d:
             raise SpecError(f'{where}.{key}: missing')
@@ -166,7 +167,7 @@ def _action(d, joints: int) -> dict:
     if not isinstance(d, dict):
         raise SpecError(f'robot.action: {{kind: absolute}} or {{kind: delta, mask: [...]}}, got '
                         f'{d!r}')
-    check_keys(d, {'kind', 'mask'}, 'robot.action')
+    check_keys(d, SPEC_KEYS['robot.action'], 'robot.action')
     kind = d.get('kind', 'absolute')
     if kind not in ACTION_KINDS:
         raise SpecError(f'robot.action.kind: {kind!r}; one of {", ".join(ACTION_KINDS)}')
@@ -185,14 +186,15 @@ def _action(d, joints: int) -> dict:
 
 def parse_robot(d, base_dir: str, rate_hz: float) -> Robot:
     """A `robot:` mapping (or `{file: path}`, relative to `base_dir`) -> Robot."""
-    if isinstance(d, dict) and set(d) == {'file'}:
-        path = d['file'] if os.path.isabs(d['file']) else os.path.join(base_dir, d['file'])
+    if isinstance(d, dict) and set(d) == {ROBOT_FILE}:
+        file = d[ROBOT_FILE]
+        path = file if os.path.isabs(file) else os.path.join(base_dir, file)
         return parse_robot(read_yaml(path, 'robot.file'), os.path.dirname(os.path.abspath(path)),
                            rate_hz)
     if not isinstance(d, dict):
         raise SpecError(f'robot: a mapping (name, joints, cameras, ...) or {{file: path}}, got '
                         f'{d!r}')
-    check_keys(d, {'name', 'joints', 'urdf', 'action', 'norm_stats', 'cameras'}, 'robot')
+    check_keys(d, SPEC_KEYS['robot'], 'robot')
     name = d.get('name')
     if not isinstance(name, str) or not name:
         raise SpecError(f'robot.name: a name for the robot, got {name!r}')
