@@ -29,7 +29,8 @@ export PATH="$venv/bin:$PATH"
 case "$job" in
   demo) exec "$venv/bin/lamp" demo "$@" ;;
   test)
-    if [ $# -gt 0 ]; then exec "$venv/bin/python" -m pytest -q test "$@"; fi
+    # with ARGS: pytest once with them (no path given: setup.cfg testpaths, the whole test/)
+    if [ $# -gt 0 ]; then exec "$venv/bin/python" -m pytest -q "$@"; fi
     # The whole suite in two phases: what does not time anything on pytest-xdist workers (one
     # per core, at most 4), then the ROS and timing tests alone, so that no rate they assert
     # shares its cores with a compile. Both phases share each compiled tiny artifact

@@ -1,0 +1,27 @@
+"""The doc tests' world: a scratch copy of the repository per document, the project's venv on
+its PATH, and the suite's builds of the specs the docs compile (doc_commands.py)."""
+
+import functools
+import os
+import sys
+
+import pytest
+
+from .doc_commands import DocRun, scratch_copy
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# specs the docs compile that the suite builds anyway: served from that build (same command)
+SUITE_BUILDS = {'config/specs/pi05_tiny.yaml': 'demo_artifact',
+                'config/specs/pi05_tiny_int8.yaml': 'int8_artifact',
+                'config/specs/pi05_tiny_arm6.yaml': 'arm6_artifact'}
+
+
+@pytest.fixture
+def doc_run(request, tmp_path):
+    """A DocRun in a fresh scratch copy; `doc_run.document('README.md')` runs a document."""
+    root = scratch_copy(REPO, str(tmp_path / 'repo'), sys.prefix)
+    builds = {spec: functools.partial(request.getfixturevalue, fixture)
+              for spec, fixture in SUITE_BUILDS.items()}
+    run = DocRun(root, sys.prefix, builds, log=print)
+    yield run
+    run.close()
