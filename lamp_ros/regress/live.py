@@ -124,6 +124,8 @@ def live_replay(bag: str, rate: float = 1.0, atol: float = 1e-5, rtol: float = 1
     t_first = inputs[0].t_ns
     t_last = max([m.t_ns for m in inputs] + [t for t, _ in recorded])
 
+    from lamp_ros.node.dds_profile import use_lamp_profile
+    use_lamp_profile()  # before the first participant: Fast DDS reads it then
     context = rclpy.Context()
     rclpy.init(context=context)
     node = Node('lamp_live_replay', context=context)
