@@ -43,7 +43,8 @@ class ReceiveRates:
             recent = {t: [x for x in times if x >= since] for t, times in self._times.items()}
             counts = dict(self._counts)
         return {t: {'received': counts[t],
-                    'rate_hz': (len(r) - 1) / (r[-1] - r[0]) if len(r) > 2 else 0.0}
+                    'rate_hz': (len(r) - 1) / (r[-1] - r[0]) if len(r) > 2 and r[-1] > r[0]
+                    else 0.0}
                 for t, r in recent.items()}
 
 

@@ -48,9 +48,10 @@ def _report_after(h, index: int, predicate, timeout: float):
             if predicate(_values(msg), msg):
                 return True
         return False
-    last = _values(h.diagnostics[-1][1]) if h.diagnostics else None
-    assert h.wait_for(look, timeout), (f'no such diagnostics report in {timeout} s; last: '
-                                       f'{last}\n--- node log ---\n{h.log()}')
+    if not h.wait_for(look, timeout):
+        last = _values(h.diagnostics[-1][1]) if h.diagnostics else None
+        raise AssertionError(f'no such diagnostics report in {timeout} s; the last: {last}'
+                             f'\n--- node log ---\n{h.log()}')
     return seen[-1], h.diagnostics[seen[-1]][1]
 
 
