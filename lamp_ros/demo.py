@@ -63,6 +63,8 @@ def ensure_artifact(console: Console, spec: str = SPEC, out: str = ARTIFACT) -> 
 def run_demo(seconds: float = 10.0, execution: str = 'async') -> int:
     """vla_node in its own process (as on a robot); the simulated arm and a probe here."""
     os.environ.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')
+    from lamp_ros.node.dds_profile import use_lamp_profile
+    use_lamp_profile()  # for the simulated arm here and the node it starts
     console = Console()
     artifact = ensure_artifact(console)
 

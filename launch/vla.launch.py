@@ -3,10 +3,12 @@
     ros2 launch lamp_ros vla.launch.py artifact:=/path/to/artifact params_file:=/path/vla.yaml
 
 Parameters come from config/vla.yaml (installed with the package) or `params_file`; the
-`artifact` argument overrides the one in the file. `cyclone_interop:=true` starts the node with
-config/fastdds_interop.xml as its Fast DDS profile, for a robot whose stack runs on Cyclone DDS
-(the file says why). Event handlers configure the node once it is
-up and activate it once configured (works on Jazzy and Kilted).
+`artifact` argument overrides the one in the file. The node starts with config/fastdds.xml as
+its Fast DDS profile (raw camera frames at camera rate; lamp_ros/node/dds_profile.py) unless
+FASTDDS_DEFAULT_PROFILES_FILE names one of yours; `cyclone_interop:=true` gives it
+config/fastdds_interop.xml instead (the same plus what a robot whose stack runs on Cyclone DDS
+needs; the file says why). Event handlers configure the node once it is up and activate it once
+configured (works on Jazzy and Kilted).
 """
 
 import os

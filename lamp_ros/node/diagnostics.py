@@ -5,7 +5,10 @@ PROFILE_LAYOUT is the documented order of `/vla_policy/profile` (std_msgs/Float6
 `layout.dim[0].label` carries it too, comma-separated. Times in milliseconds, NaN when unknown.
 """
 
+from collections import deque
 import math
+import threading
+import time
 
 PROFILE_LAYOUT = (
     'achieved_rate_hz', 'target_rate_hz', 'tick_p50_ms', 'tick_p99_ms', 'inference_p50_ms',
@@ -14,6 +17,35 @@ PROFILE_LAYOUT = (
     'joint_state_age_ms', 'level',
 )
 LEVELS = {'OK': b'\x00', 'WARN': b'\x01', 'ERROR': b'\x02', 'STALE': b'\x03'}
+
+
+class ReceiveRates:
+    """Messages received per input topic, as the node's callbacks see them: the total and the
+    rate over the last `window_s` seconds (0 once a topic went quiet). What reaches the node
+    can differ from what was published: DDS drops what its transport cannot carry."""
+
+    def __init__(self, window_s: float = 2.0):
+        self.window_s = window_s
+        self._lock = threading.Lock()
+        self._counts = {}
+        self._times = {}
+
+    def note(self, topic: str) -> None:
+        now = time.monotonic()
+        with self._lock:
+            self._counts[topic] = self._counts.get(topic, 0) + 1
+            self._times.setdefault(topic, deque(maxlen=1024)).append(now)
+
+    def report(self) -> dict:
+        """topic -> {'received': total, 'rate_hz': over the last window}."""
+        since = time.monotonic() - self.window_s
+        with self._lock:
+            recent = {t: [x for x in times if x >= since] for t, times in self._times.items()}
+            counts = dict(self._counts)
+        return {t: {'received': counts[t],
+                    'rate_hz': (len(r) - 1) / (r[-1] - r[0]) if len(r) > 2 and r[-1] > r[0]
+                    else 0.0}
+                for t, r in recent.items()}
 
 
 def _ms(stats, key):
@@ -73,6 +105,9 @@ def diagnostic_status(node_name: str, hardware_id: str, report: dict):
         values[f'age_ms.{name}'] = 'never' if age is None else f'{age * 1e3:.1f}'
     for topic, count in sorted(report.get('publishers', {}).items()):
         values[f'publishers.{topic}'] = str(count)  # matched from the node's side
+    for topic, seen in sorted(report.get('received', {}).items()):
+        values[f'received.{topic}'] = str(seen['received'])  # since configure
+        values[f'receive_rate_hz.{topic}'] = f'{seen["rate_hz"]:.2f}'
     for slot, (height, width) in report.get('sizes', {}).items():
         values[f'image_size.{slot}'] = f'{width}x{height}'
     for key in ('tick', 'inference'):

@@ -32,7 +32,9 @@ from rclpy.qos import qos_profile_sensor_data
 from rcl_interfaces.msg import ParameterDescriptor, SetParametersResult
 
 from lamp_ros.node import convert, records
-from lamp_ros.node.diagnostics import diagnostic_status, PROFILE_LAYOUT, profile_values
+from lamp_ros.node.dds_profile import receive_buffer_warning, use_lamp_profile
+from lamp_ros.node.diagnostics import (diagnostic_status, PROFILE_LAYOUT, profile_values,
+                                       ReceiveRates)
 from lamp_ros.node.engine import ControlEngine, skipped_periods
 from lamp_ros.node.params import check, NodeConfig, PARAMETERS
 from lamp_ros.node.records import LATENCY_LAYOUT  # noqa: F401 (the layout's old home)
@@ -149,14 +151,26 @@ class VlaNode(LifecycleNode):
             'diagnostics': self.create_lifecycle_publisher(DiagnosticArray, '/diagnostics', 10),
         }
         inputs = ReentrantCallbackGroup()
+        # Best effort, which every publisher matches, reliable or not. BEST_AVAILABLE would
+        # repair a reliable camera's lost fragments, but it resolves against the publishers
+        # known when the subscription is made: with none yet (a driver started after the
+        # node) it becomes reliable and never matches a best-effort camera. Raw frames arrive
+        # whole through the Fast DDS profile instead (dds_profile.py; docs/node.md).
+        self._received = received = ReceiveRates()
+        warning = receive_buffer_warning()
+        if warning and not all(compressed for _, compressed in slots.values()):
+            self.get_logger().warning(warning)
         for slot, (topic, compressed) in slots.items():
+            name = self.resolve_topic_name(topic)
             self._lamp_subs.append(self.create_subscription(
                 CompressedImage if compressed else Image, topic,
-                lambda msg, slot=slot, compressed=compressed: self._on_image(slot, msg,
-                                                                             compressed),
+                lambda msg, slot=slot, compressed=compressed, name=name: (
+                    received.note(name), self._on_image(slot, msg, compressed)),
                 qos_profile_sensor_data, callback_group=inputs))
+        joints = self.resolve_topic_name(cfg.joint_states_topic)
         self._lamp_subs.append(self.create_subscription(
-            JointState, cfg.joint_states_topic, self._on_joints, qos_profile_sensor_data,
+            JointState, cfg.joint_states_topic,
+            lambda msg: (received.note(joints), self._on_joints(msg)), qos_profile_sensor_data,
             callback_group=inputs))
         self._lamp_timers = {
             'control': self.create_timer(self.runtime.period, self._on_tick,
@@ -443,6 +457,7 @@ class VlaNode(LifecycleNode):
             # this side's view of discovery: a publisher can see the node's subscription
             # before the node sees the publisher, and until then the node drops its samples
             'publishers': {sub.topic_name: sub.get_publisher_count() for sub in self._lamp_subs},
+            'received': self._received.report(),
         }
 
     def _on_diagnostics(self) -> None:
@@ -492,9 +507,11 @@ def executor_for(execution: str):
 
 
 def main(args=None) -> None:
+    profile = use_lamp_profile()  # before rclpy.init: Fast DDS reads it then
     try:
         with rclpy.init(args=args):
             node = VlaNode()
+            node.get_logger().info(f'Fast DDS profile: {profile or "none (not Fast DDS)"}')
             # chosen from the parameter at start (a later change of `execution` keeps it)
             executor = executor_for(node.get_parameter('execution').value)
             executor.add_node(node)

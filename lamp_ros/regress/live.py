@@ -177,6 +177,9 @@ def _play(inputs, rate: float, discovery_timeout: float, command_topic: str,
 
     t_first = inputs[0].t_ns
     t_last = inputs[-1].t_ns
+
+    from lamp_ros.node.dds_profile import use_lamp_profile
+    use_lamp_profile()  # before the first participant: Fast DDS reads it then
     context = rclpy.Context()
     rclpy.init(context=context)
     node = Node('lamp_live_replay', context=context)

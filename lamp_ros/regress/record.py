@@ -68,6 +68,8 @@ def record(out: str, duration: float, storage: str = 'mcap', topic_types=None,
     topic_types = dict(topic_types or topics.recorded())
     own = context is None
     if own:
+        from lamp_ros.node.dds_profile import use_lamp_profile
+        use_lamp_profile()  # before the first participant: raw frames arrive whole
         context = rclpy.Context()
         # our own handlers below: rclpy's would shut the context down under the spin loop
         rclpy.init(context=context, signal_handler_options=SignalHandlerOptions.NO)

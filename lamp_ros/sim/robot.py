@@ -181,6 +181,9 @@ class SimRobot(Node):
 def main(args=None) -> None:
     import rclpy
     from rclpy.executors import ExternalShutdownException
+
+    from lamp_ros.node.dds_profile import use_lamp_profile
+    use_lamp_profile()  # before rclpy.init (Fast DDS reads it then): raw frames arrive whole
     try:
         with rclpy.init(args=args):
             robot = SimRobot()
