@@ -15,6 +15,7 @@ import sys
 
 import pytest
 
+from lamp_ros.node.dds_profile import receive_buffer_warning
 from lamp_ros.node.vla_node import LATENCY_LAYOUT
 
 pytestmark = pytest.mark.ros
@@ -87,6 +88,10 @@ def _received_while(h, size: str, qos: str, folder) -> tuple:
 
 def test_raw_frames_from_a_default_publisher_arrive_at_camera_rate(
         tiny_artifact, make_harness, monkeypatch, tmp_path):
+    # a host setting only root can change: below it no node-side profile keeps up (node.md)
+    host = receive_buffer_warning()
+    if host:
+        pytest.skip(f'this host cannot buffer raw frames at camera rate: {host}')
     # the node chooses its profile itself, as on a robot (no profile inherited from the tests)
     monkeypatch.delenv('FASTDDS_DEFAULT_PROFILES_FILE', raising=False)
     # the simulated arm gives joint states and follows commands; the driver gives the frames
