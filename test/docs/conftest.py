@@ -18,10 +18,18 @@ SUITE_BUILDS = {'config/specs/pi05_tiny.yaml': 'demo_artifact',
 
 @pytest.fixture
 def doc_run(request, tmp_path):
-    """A DocRun in a fresh scratch copy; `doc_run.document('README.md')` runs a document."""
+    """A DocRun in a fresh scratch copy; `doc_run.document('README.md')` runs a document.
+    Its nodes get a ROS domain of their own: documents run side by side on the suite's
+    parallel workers, and two vla_nodes in one domain would hear each other."""
+    from conftest import claim_ros_domain
     root = scratch_copy(REPO, str(tmp_path / 'repo'), sys.prefix)
     builds = {spec: functools.partial(request.getfixturevalue, fixture)
               for spec, fixture in SUITE_BUILDS.items()}
+    domain, lock = claim_ros_domain()
     run = DocRun(root, sys.prefix, builds, log=print)
-    yield run
-    run.close()
+    run.env['ROS_DOMAIN_ID'] = str(domain)
+    try:
+        yield run
+    finally:
+        run.close()
+        lock.close()

@@ -12,27 +12,37 @@ FROM_WEIGHTS = 'from_weights'
 def pipeline_from_spec(spec, device: str = 'cpu') -> ControlPipeline:
     """Build the eager policy and its control pipeline. `policy.options`: `preset` (pi05_tiny,
     pi05_full, or from_weights: the model a checkpoint's tensors describe, `weights:` naming
-    the checkpoint), `glue` (interpolation, noise_seed, prompt_format: GlueConfig), and for a
-    checkpoint `tokenizer` ({path, sha256}), `joint_names` and `dtype` (the eager model's; by
-    default the dtype most of its weights are stored in)."""
+    the checkpoint), `glue` (interpolation, noise_seed, prompt_format: GlueConfig), for a
+    preset `num_steps` (the flow's Euler steps, 10 by default), and for a checkpoint
+    `tokenizer` ({path, sha256}), `joint_names` and `dtype` (the eager model's; by default the
+    dtype most of its weights are stored in)."""
     from lamp_ros.policies.pi05.policy import GlueConfig, Pi05Policy
 
     options = spec.policy['options']
-    check_keys(options, {'preset', 'glue', 'tokenizer', 'joint_names', 'dtype'}, 'policy.options')
+    check_keys(options, {'preset', 'glue', 'tokenizer', 'joint_names', 'dtype', 'num_steps'},
+               'policy.options')
     check_keys(options.get('glue', {}), GLUE, 'policy.options.glue')
     if 'preset' not in options:
         raise SpecError('policy.options.preset: missing (pi05_tiny, pi05_full or from_weights)')
     weights = spec.weights
     if options['preset'] == FROM_WEIGHTS:
+        if 'num_steps' in options:
+            raise SpecError('policy.options.num_steps: a preset\'s only (a checkpoint runs the '
+                            'flow steps it was trained with)')
         return control_pipeline(_from_checkpoint(spec, options, device), spec.control)
     for key in ('tokenizer', 'joint_names', 'dtype'):
         if key in options:
             raise SpecError(f'policy.options.{key}: only with preset {FROM_WEIGHTS} (a preset '
                             'brings its own)')
+    steps = options.get('num_steps', 10)
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+        raise SpecError(f'policy.options.num_steps: the flow\'s Euler steps, an integer >= 1, '
+                        f'got {steps!r}')
     if 'format' in weights:
         raise SpecError(f'weights: a checkpoint needs policy.options.preset {FROM_WEIGHTS}')
     file = spec.resolve(weights['file']) if 'file' in weights else None
     policy = Pi05Policy.create(options['preset'], seed=int(weights.get('seed', 0)), weights=file,
+                               num_steps=steps,
                                stage_seeds=weights.get('stage_seeds') or None,
                                glue=GlueConfig(**options.get('glue', {})), device=device,
                                robot=_robot_io(spec))

@@ -111,10 +111,11 @@ class Pi05Policy:
                stage_seeds: dict | None = None, norm_stats: str | None = None,
                tokenizer: str | None = None, glue: GlueConfig = GlueConfig(),
                device: str = 'cpu', dtype: str | None = None,
-               robot: 'RobotIO | None' = None) -> 'Pi05Policy':
+               robot: 'RobotIO | None' = None, num_steps: int | None = None) -> 'Pi05Policy':
         """Build a policy from a preset; weights from `seed` or a safetensors file; `robot`
-        (joints and their normalisation) instead of the norm stats file."""
-        config = get_preset(preset)
+        (joints and their normalisation) instead of the norm stats file; `num_steps`: Euler
+        steps of the flow instead of the preset's (fewer: a faster, coarser sample)."""
+        config = get_preset(preset, **({'num_steps': num_steps} if num_steps else {}))
         torch_dtype = DTYPES[dtype or config.dtype]
         with torch.device(device):
             model = Pi05Model(config).to(torch_dtype)

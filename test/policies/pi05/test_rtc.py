@@ -221,15 +221,17 @@ def test_an_rtc_artifact_runs_the_other_modes_and_others_refuse_rtc(
 
 
 def test_guided_mode_compiles_and_matches_the_eager_pipeline(tiny_variant):
-    """The demo spec with rtc mode guided: the denoise stage's backward pass (rtc.GuidedExpert's
-    ATen graph) exported to ONNX Runtime; parity at delays 0-15 passed, lamp verify repeats
-    it, and a chunk pulled toward a previous plan matches the eager pipeline's."""
+    """pi05_tiny (two flow steps) with rtc mode guided: the denoise stage's backward pass
+    (rtc.GuidedExpert's ATen graph) exported to ONNX Runtime; parity at delays 0-15 passed,
+    lamp verify repeats it, and a chunk pulled toward a previous plan matches the eager
+    pipeline's, built from the artifact's own spec."""
     import json
     import os
 
     from lamp_ros.runtime import Runtime
+    from lamp_ros.spec.model_spec import parse_spec
     from lamp_ros.whitebox.verify import verify_artifact
-    artifact = tiny_variant('rtc_guided', DEMO_SPEC)
+    artifact = tiny_variant('rtc_guided')
     evidence = json.load(open(os.path.join(artifact, 'evidence', 'parity.json')))
     assert evidence['passed'], evidence['worst']
     assert all(check.passed for check in verify_artifact(artifact))
@@ -239,7 +241,9 @@ def test_guided_mode_compiles_and_matches_the_eager_pipeline(tiny_variant):
     previous = runtime.infer(obs) + 0.05
     runtime.reset()
     chunk = runtime.infer(obs, committed=previous, delay=5, end=20)
-    policy = build_pipeline(load_spec(DEMO_SPEC)).policy
+    with open(os.path.join(artifact, 'spec.json'), encoding='utf-8') as f:
+        policy = build_pipeline(parse_spec(json.load(f))).policy
+    assert policy.config.num_steps == 2
     eager = policy.infer(obs, committed=previous, delay=5, guidance={
         'end': 20, 'schedule': 'linear', 'max_weight': 10.0})
     np.testing.assert_allclose(chunk, eager, atol=1e-4, rtol=1e-3)
