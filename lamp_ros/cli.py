@@ -6,6 +6,7 @@ import os
 import sys
 
 from lamp_ros.outputs import output_path
+from lamp_ros.progress import progress_lines
 
 
 def _demo(args) -> int:
@@ -19,18 +20,6 @@ def _sim(args) -> int:
     return 0
 
 
-def _progress(console, status):
-    """progress(message): a timed line per step (a log or a pipe keeps them) and the spinner's
-    text (shown on a terminal only)."""
-    import time
-    start = time.perf_counter()
-
-    def progress(message: str) -> None:
-        console.print(f'[dim]{time.perf_counter() - start:7.1f}s[/] {message}')
-        status.update(message)
-    return progress
-
-
 def _trace(args) -> int:
     from rich.console import Console
 
@@ -38,9 +27,8 @@ def _trace(args) -> int:
     from lamp_ros.trace.from_spec import trace_spec
     out = output_path(args.out, '--out')
     console = Console(stderr=True)
-    with console.status('tracing') as status:
-        graph = trace_spec(load_spec(args.spec), export=not args.no_export,
-                           progress=_progress(console, status))
+    with progress_lines('tracing') as say:
+        graph = trace_spec(load_spec(args.spec), export=not args.no_export, progress=say)
     _write(out, graph.to_json())
     console.print(f'{len(graph.nodes)} stages, {len(graph.edges)} edges -> {args.out}')
     return 0
@@ -54,8 +42,8 @@ def _compile(args) -> int:
     from lamp_ros.compiler.build import compile_spec
     console = Console(stderr=True)
     start = time.perf_counter()
-    with console.status('compiling') as status:
-        result = compile_spec(args.spec, args.out, progress=_progress(console, status),
+    with progress_lines('compiling') as say:
+        result = compile_spec(args.spec, args.out, progress=say,
                               measure_tiles=args.measure_tiles)
     worst = result.parity['worst']
     for name, w in worst.items():
@@ -95,13 +83,9 @@ def _run(args) -> int:
 
 
 def _bench(args) -> int:
-    from rich.console import Console
-
     from lamp_ros.artifact_bench import bench_artifact
-    console = Console(stderr=True)  # stdout: the result (JSON with --json)
-    with console.status('bench') as status:
-        result = bench_artifact(args.artifact, runs=args.runs,
-                                progress=_progress(console, status))
+    with progress_lines('bench') as say:  # stderr; stdout: the result (JSON with --json)
+        result = bench_artifact(args.artifact, runs=args.runs, progress=say)
     if args.json:
         print(json.dumps(result, indent=1))
     else:

@@ -52,8 +52,9 @@ def ensure_artifact(console: Console, spec: str = SPEC, out: str = ARTIFACT) -> 
         console.print(f'artifact: building {os.path.relpath(out)} ({exc})')
     from lamp_ros.compiler.build import compile_spec
     start = time.perf_counter()
-    with console.status('compiling') as status:
-        result = compile_spec(spec, out, progress=status.update)
+    from lamp_ros.progress import progress_lines
+    with progress_lines('compiling') as say:  # lines a log keeps too, not a spinner alone
+        result = compile_spec(spec, out, progress=say)
     console.print(f'artifact {result.artifact_id[:16]} built in '
                   f'{time.perf_counter() - start:.0f} s, parity '
                   f'{"passed" if result.parity_passed else "FAILED"}')

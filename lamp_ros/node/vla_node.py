@@ -36,10 +36,11 @@ from lamp_ros.node.dds_profile import receive_buffer_warning, use_lamp_profile
 from lamp_ros.node.diagnostics import (diagnostic_status, PROFILE_LAYOUT, profile_values,
                                        ReceiveRates)
 from lamp_ros.node.engine import ControlEngine, skipped_periods
+from lamp_ros.node.hold import Hold
 from lamp_ros.node.params import check, NodeConfig, PARAMETERS
+from lamp_ros.node.record_publisher import RecordPublisher
 from lamp_ros.node.records import LATENCY_LAYOUT  # noqa: F401 (the layout's old home)
 from lamp_ros.node.status_line import StatusLine
-from lamp_ros.runtime import episode_state
 
 SUCCESS, FAILURE = TransitionCallbackReturn.SUCCESS, TransitionCallbackReturn.FAILURE
 
@@ -54,13 +55,13 @@ class VlaNode(LifecycleNode):
         self.config = None
         self.engine = None
         self._lamp_pubs, self._lamp_subs, self._lamp_timers = {}, [], {}
-        self._session_pub = None
+        self._records = None
         from std_srvs.srv import Trigger
         # there in every state, so an operator's call is answered (refused while not active)
         self.create_service(Trigger, '~/hold', self._on_hold)
         self.create_service(Trigger, '~/resume', self._on_resume)
         self._active = False
-        self._held = None    # {'since': t, 'position': q or None} while ~/hold is in force
+        self._hold = Hold()
         self._status_line = StatusLine()   # a log line every few seconds while active
         self._reset_counters()
 
@@ -124,12 +125,15 @@ class VlaNode(LifecycleNode):
         self.engine = ControlEngine(self.runtime, list(slots), joints, cfg.prompt,
                                     cfg.max_obs_age_s, cfg.max_skew_s, cfg.on_fault)
         self._create_io(cfg, slots)
-        self._publish_session(cfg, slots)
+        published = {name: pub.topic_name for name, pub in self._lamp_pubs.items()}
+        self._records.session(records.session(self.get_fully_qualified_name(), self.runtime,
+                                              cfg, slots, self.joint_names,
+                                              {**published, **self._records.topics()}))
 
     def _create_io(self, cfg, slots) -> None:
         from diagnostic_msgs.msg import DiagnosticArray
         from sensor_msgs.msg import CompressedImage, Image, JointState
-        from std_msgs.msg import Float64MultiArray, UInt8MultiArray
+        from std_msgs.msg import Float64MultiArray
         from trajectory_msgs.msg import JointTrajectory
         if cfg.output == 'joint_trajectory':
             out_type, default_topic = JointTrajectory, '~/joint_trajectory'
@@ -140,13 +144,9 @@ class VlaNode(LifecycleNode):
             topic = '~/dry_run/' + topic.rstrip('/').rsplit('/', 1)[-1]
             self.get_logger().warning(f'DRY RUN: commands go to {topic} only')
         self.command_topic = topic
+        self._records = RecordPublisher(self)
         self._lamp_pubs = {
             'command': self.create_lifecycle_publisher(out_type, topic, 10),
-            'latency': self.create_lifecycle_publisher(Float64MultiArray, '~/command_latency',
-                                                       10),
-            'inference': self.create_lifecycle_publisher(Float64MultiArray, '~/inference', 10),
-            'episode_state': self.create_lifecycle_publisher(UInt8MultiArray,
-                                                             '~/episode_state', 10),
             'profile': self.create_lifecycle_publisher(Float64MultiArray, '~/profile', 10),
             'diagnostics': self.create_lifecycle_publisher(DiagnosticArray, '/diagnostics', 10),
         }
@@ -185,7 +185,7 @@ class VlaNode(LifecycleNode):
         self.get_logger().info('activating: new episode')
         self.engine.start(self._now())
         self._reset_counters()
-        self._held = None
+        self._hold = Hold()
         for timer in self._lamp_timers.values():
             timer.reset()
         self._active = True
@@ -221,11 +221,11 @@ class VlaNode(LifecycleNode):
             self.destroy_subscription(sub)
         for pub in self._lamp_pubs.values():
             self.destroy_lifecycle_publisher(pub)
-        if self._session_pub is not None:
-            self.destroy_publisher(self._session_pub)
+        if self._records is not None:
+            self._records.destroy()
         self._lamp_timers, self._lamp_subs, self._lamp_pubs = {}, [], {}
-        self._session_pub = None
-        self._active, self._held = False, None
+        self._records = None
+        self._active, self._hold = False, Hold()
         if self.runtime is not None:
             self.runtime.close()
         self.runtime = None
@@ -261,10 +261,10 @@ class VlaNode(LifecycleNode):
         now = self._now()
         self._skipped += skipped_periods(self._last_tick, now, self.runtime.period)
         self._last_tick = now
-        held = self._held
-        if held is not None:  # ~/hold: no inference moves the robot until ~/resume
-            if held['position'] is not None:
-                self._publish([held['position']])
+        if self._hold.held is not None:  # ~/hold: no inference moves the robot until ~/resume
+            position = self._hold.position()
+            if position is not None:
+                self._publish([position])
                 self._publish_latency(None, now)
             return
         try:
@@ -274,8 +274,8 @@ class VlaNode(LifecycleNode):
             result = self.engine.fault('error', f'{type(exc).__name__}: {exc}')
         self._set_fault(result.fault, result.reason)
         if result.inference is not None:
-            self._publish_inference(result.inference)
-        if result.command is None or self._held is not None:  # ~/hold came during the tick
+            self._records.inference(result.inference, self.runtime, self.engine)
+        if result.command is None or self._hold.held is not None:  # ~/hold came meanwhile
             return
         points = [result.command]
         if result.fresh and self.config.trajectory_points > 1:
@@ -308,104 +308,44 @@ class VlaNode(LifecycleNode):
         self._publish_times.append(time.monotonic())
 
     def _publish_latency(self, result, now: float) -> None:
-        """One message per published command (same order): when its inputs were taken, the
-        latency, and the header stamp of every input used, so a replay can rebuild the exact
-        observation (node/records.py; NaN stamps for held commands, `held` 1 for those of
-        ~/hold: result None). `rtc_delay`: on the tick that started a chunk of an rtc
-        artifact, the delay (ticks) it is generated for."""
+        """The record of a published command (`result` None: one of ~/hold), and its
+        camera-to-command latency for the node's own statistics."""
         fresh = result is not None and result.fresh
         e2e = self._now() - result.stamp if fresh else float('nan')
         if fresh:
             self._e2e_ms.append(e2e * 1e3)
-        inferred = bool(fresh and self.runtime.last_inferred)
-        delay = self.runtime.last_delay if inferred and self.runtime.rtc else None
-        values, label = records.latency_row(result, now, self.engine.t0, self._published - 1,
-                                            inferred, delay, self.engine.inputs.slots, e2e,
-                                            held=result is None)
-        self._lamp_pubs['latency'].publish(convert.float_array(values, label))
-
-    def _publish_inference(self, record) -> None:
-        """The inference whose chunk (or failure) this tick received, and after a merged
-        chunk the episode's state: what a replay needs to run an asynchronous episode, or
-        one it joins midway, exactly as it went (node/records.py)."""
-        from std_msgs.msg import UInt8MultiArray
-        values, label = records.inference_row(record, self.engine.t0, self.engine.inputs.slots)
-        self._lamp_pubs['inference'].publish(convert.float_array(values, label))
-        if record.error:
-            return
-        msg = UInt8MultiArray()
-        msg.data = episode_state.to_bytes(episode_state.capture(self.runtime), {
-            'artifact_id': self.runtime.id, 'tick_s': repr(record.merged),
-            'episode_start_s': repr(self.engine.t0), 'inference_index': str(record.index)})
-        self._lamp_pubs['episode_state'].publish(msg)
-
-    def _publish_session(self, cfg, slots) -> None:
-        """~/session, once per configure: the configuration every episode of this
-        configuration runs with (transient local: a recorder that starts later gets it)."""
-        import json
-
-        from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
-        from std_msgs.msg import String
-        qos = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
-                         durability=DurabilityPolicy.TRANSIENT_LOCAL)
-        publisher = self.create_publisher(String, '~/session', qos)
-        self._session_pub = publisher
-        published = {name: pub.topic_name for name, pub in self._lamp_pubs.items()}
-        msg = String()
-        msg.data = json.dumps(records.session(self.get_fully_qualified_name(), self.runtime,
-                                              cfg, slots, self.joint_names, published))
-        publisher.publish(msg)
+        self._records.command(result, now, self.runtime, self.engine, self._published - 1, e2e)
 
     # ---- hold / resume -----------------------------------------------------------------------
 
     def _on_hold(self, request, response):
-        """~/hold: stop the policy from moving the robot. hold_mode position: publish the
-        joints where they are (the last joint state; the last command before any), every tick
-        until ~/resume; empty: publish one empty trajectory (a JointTrajectoryController then
-        holds its current position) and nothing more."""
+        """~/hold (node/hold.py): the joints where they are every tick, or one empty
+        trajectory, until ~/resume."""
         from trajectory_msgs.msg import JointTrajectory
-        if not self._active:
-            response.success, response.message = False, 'not active: nothing to hold'
-            return response
-        if self._held is not None:
-            response.success = True
-            response.message = f'already held since {self._held["since"]:.3f} s'
-            return response
-        mode = self.config.hold_mode
-        if mode == 'empty' and self.config.output == 'joint_trajectory':
-            position = None
-        else:
-            position = self.engine.inputs.latest_joints()
-            if position is None:
-                position = self.engine.last_safe
-            if position is None:
-                response.success = False
-                response.message = 'no joint state and no command yet: no position to hold at'
-                return response
-        self._held = {'since': self._now(), 'position': position}
-        if position is None:
+        engine = self.engine if self._active else None
+        ok, message, publish = self._hold.request(
+            self._active, self.config.hold_mode if engine else '',
+            self.config.output if engine else '',
+            engine.inputs.latest_joints() if engine else None,
+            engine.last_safe if engine else None, self._now())
+        if isinstance(publish, str):  # 'empty'
             msg = JointTrajectory()
             msg.joint_names = list(self.joint_names)
             self._lamp_pubs['command'].publish(msg)
-            what = 'an empty trajectory'
-        else:
-            self._publish([position])
-            what = 'position [' + ', '.join(f'{v:+.3f}' for v in position) + ']'
-        response.success = True
-        response.message = f'held: {what}; the policy does not move the robot until ~/resume'
-        self.get_logger().warning(f'~/hold: {response.message}')
+        elif publish is not None:
+            self._publish([publish])
+        response.success, response.message = ok, message
+        if ok and publish is not None:
+            self.get_logger().warning(f'~/hold: {message}')
         return response
 
     def _on_resume(self, request, response):
         """~/resume: the policy drives again, from a new episode (fresh plan and filters)."""
-        if not self._active or self._held is None:
-            response.success = False
-            response.message = 'not held' if self._active else 'not active'
-            return response
-        self.engine.start(self._now())
-        self._held = None
-        response.success, response.message = True, 'resumed: new episode'
-        self.get_logger().warning(f'~/resume: {response.message}')
+        ok, message = self._hold.resume(self._active)
+        if ok:
+            self.engine.start(self._now())
+            self.get_logger().warning(f'~/resume: {message}')
+        response.success, response.message = ok, message
         return response
 
     # ---- diagnostics -------------------------------------------------------------------------
@@ -426,10 +366,10 @@ class VlaNode(LifecycleNode):
                       or self._skipped - self._reported[2] > 1)
         new_trouble = new_rejections or new_misses
         self._reported = (rejected, profile['deadline_misses'], self._skipped)
-        if self._held is not None:
+        if self._hold.held is not None:
             level = 'WARN'
-            message = (f'held by ~/hold since {self._held["since"]:.1f} s: the policy does not '
-                       'move the robot; ~/resume starts a new episode')
+            message = (f'held by ~/hold since {self._hold.held["since"]:.1f} s: the policy '
+                       'does not move the robot; ~/resume starts a new episode')
         elif kind == 'stale':
             level, message = 'STALE', reason
         elif kind == 'error':
@@ -452,7 +392,7 @@ class VlaNode(LifecycleNode):
             'stale_ticks': inputs.stale_ticks, 'rejected_total': rejected,
             'last_rejection': inputs.last_rejection, 'last_fault': self._last_fault,
             'published': self._published, 'skipped_ticks': self._skipped,
-            'held': self._held is not None, 'dry_run': bool(self.config.dry_run),
+            'held': self._hold.held is not None, 'dry_run': bool(self.config.dry_run),
             'command_topic': self.command_topic,
             # this side's view of discovery: a publisher can see the node's subscription
             # before the node sees the publisher, and until then the node drops its samples

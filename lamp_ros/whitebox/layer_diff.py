@@ -29,6 +29,7 @@ import numpy as np
 from lamp_ros.artifact.load import open_artifact
 from lamp_ros.backends.onnx_int8 import candidates, named_nodes
 from lamp_ros.backends.onnxrt import model_with_weights, OrtRunner
+from lamp_ros.progress import progress_lines
 from lamp_ros.runtime import Runtime
 from lamp_ros.whitebox.inspect import read_evidence
 from lamp_ros.whitebox.verify import stored_observations
@@ -124,8 +125,10 @@ def _observations(a_root: str, folder: str | None, samples: int) -> list:
 
 
 def layer_diff(a_path: str, b_path: str, observations: str | None = None, samples: int = 4,
-               threshold: float = THRESHOLD) -> dict:
-    """The report (plain data): per shared ONNX Runtime group, every layer's errors."""
+               threshold: float = THRESHOLD, progress=None) -> dict:
+    """The report (plain data): per shared ONNX Runtime group, every layer's errors.
+    `progress(message)`: told each step (the artifacts' runs, each group's layers)."""
+    say = progress or (lambda message: None)
     a, b = open_artifact(a_path), open_artifact(b_path)
     _same_graph(a, b)
     groups = [(ga, gb) for ga, gb in zip(a.plan.groups, b.plan.groups)
@@ -138,7 +141,8 @@ def layer_diff(a_path: str, b_path: str, observations: str | None = None, sample
     feeds = {g.name: [] for g, _ in groups}
     actions = {'a': [], 'b': []}
     try:
-        for sample in samples_:
+        for i, sample in enumerate(samples_):
+            say(f'observation {i + 1}/{len(samples_)} through A and B')
             for key, runtime in runtimes.items():
                 runtime.reset()
                 values = {}
@@ -167,6 +171,7 @@ def layer_diff(a_path: str, b_path: str, observations: str | None = None, sample
         values = {k: _node_values(m) for k, m in models.items()}
         found = {name: nodes for name, nodes in layers.items()
                  if all(n in values['a'] and n in values['b'] for n in nodes)}
+        say(f'{ga.name}: {len(found)} layers, each probed and cut out')
         got = {}
         for key, group, root in (('a', ga, a.root), ('b', gb, b.root)):
             probes = tuple(sorted({v for nodes in found.values() for n in nodes
@@ -263,7 +268,8 @@ def render_layers(report: dict, path: str) -> None:
 def run_layer_diff(a: str, b: str, as_json: bool = False, png: str | None = None,
                    observations: str | None = None, samples: int = 4,
                    threshold: float = THRESHOLD) -> int:
-    report = layer_diff(a, b, observations, samples, threshold)
+    with progress_lines('layers') as say:
+        report = layer_diff(a, b, observations, samples, threshold, progress=say)
     print(json.dumps(report, indent=1) if as_json else format_layers(report))
     if png:
         folder = os.path.dirname(os.path.abspath(png))
