@@ -10,6 +10,10 @@ import json
 from lamp_ros.node import convert, records
 from lamp_ros.runtime import episode_state
 
+# Samples each record publisher keeps for a reader that has not confirmed them yet: a recorder
+# kept off the CPU for a few seconds must not lose rows (22 Hz: about 4.5 s).
+HISTORY = 100
+
 
 class RecordPublisher:
     """`~/command_latency`, `~/inference`, `~/episode_state` (lifecycle publishers: quiet
@@ -21,10 +25,11 @@ class RecordPublisher:
         self._node = node
         self._pubs = {
             'latency': node.create_lifecycle_publisher(Float64MultiArray, '~/command_latency',
-                                                       10),
-            'inference': node.create_lifecycle_publisher(Float64MultiArray, '~/inference', 10),
+                                                       HISTORY),
+            'inference': node.create_lifecycle_publisher(Float64MultiArray, '~/inference',
+                                                         HISTORY),
             'episode_state': node.create_lifecycle_publisher(UInt8MultiArray,
-                                                             '~/episode_state', 10)}
+                                                             '~/episode_state', HISTORY)}
         latched = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
                              durability=DurabilityPolicy.TRANSIENT_LOCAL)
         self._session = node.create_publisher(String, '~/session', latched)
@@ -40,15 +45,18 @@ class RecordPublisher:
         msg.data = json.dumps(data)
         self._session.publish(msg)
 
-    def command(self, result, now: float, runtime, engine, index: int, e2e: float) -> None:
-        """The row of one published command (`result` None: one of ~/hold): when its inputs
-        were taken, the latency, whether it started an inference, and the header stamp of every
-        input used, so that a replay rebuilds the exact observation."""
+    def command(self, result, command, now: float, runtime, engine, index: int,
+                e2e: float) -> None:
+        """The row of one published command (`result` None: one of ~/hold; `command`: the
+        positions): when its inputs were taken, the latency, whether it started an inference,
+        the header stamp of every input used, so that a replay rebuilds the exact observation,
+        and the command itself."""
         fresh = result is not None and result.fresh
         inferred = bool(fresh and runtime.last_inferred)
         delay = runtime.last_delay if inferred and runtime.rtc else None
         values, label = records.latency_row(result, now, engine.t0, index, inferred, delay,
-                                            engine.inputs.slots, e2e, held=result is None)
+                                            engine.inputs.slots, command, e2e,
+                                            held=result is None)
         self._pubs['latency'].publish(convert.float_array(values, label))
 
     def inference(self, record, runtime, engine) -> None:

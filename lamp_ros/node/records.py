@@ -7,9 +7,10 @@ The node says so itself, on small topics that `lamp record` takes by default:
 - `~/session` (std_msgs/String, JSON, transient local: a recorder that starts later still gets
   it): the configuration the episode runs with: artifact id, execution, rate, prompt, the topic
   of every input, the joint names, the operator overrides.
-- `~/command_latency` (Float64MultiArray): one row per published command, LATENCY_LAYOUT then
-  `stamp.<slot>` per camera: its tick, whether it is fresh, held or by `~/hold`, whether it
-  started an inference or merged a chunk, and the header stamp of every input it used.
+- `~/command_latency` (Float64MultiArray): one row per published command, LATENCY_LAYOUT,
+  `stamp.<slot>` per camera, then `command.<i>` per joint: its tick, whether it is fresh, held
+  or by `~/hold`, whether it started an inference or merged a chunk, the header stamp of every
+  input it used, and the command itself (so that a row needs no command message beside it).
 - `~/inference` (Float64MultiArray): one row per inference, INFERENCE_LAYOUT then
   `stamp.<slot>`: the tick it started at and the inputs it read, the tick its chunk was merged
   at, its duration, its real-time chunking delay.
@@ -36,10 +37,10 @@ def _label(layout, slots) -> str:
 
 
 def latency_row(result, now: float, episode_start: float, command_index: int, inferred: bool,
-                delay, slots, e2e: float = NAN, held: bool = False) -> tuple:
+                delay, slots, command, e2e: float = NAN, held: bool = False) -> tuple:
     """(values, label) of one command's row. `result`: the engine's TickResult, or None for a
-    command published by `~/hold`. `merged`: the tick merged a chunk (its inference row may
-    miss a recording that stops right after the command)."""
+    command published by `~/hold`; `command`: the positions published. `merged`: the tick
+    merged a chunk (its inference row may miss a recording that stops right after it)."""
     fresh = bool(result is not None and result.fresh)
     stamps = (result.stamps if result is not None else None) or {}
     merged = result is not None and result.inference is not None
@@ -48,7 +49,9 @@ def latency_row(result, now: float, episode_start: float, command_index: int, in
               NAN if delay is None else float(delay), float(held), float(merged),
               stamps.get('joints', NAN)]
     values += [stamps.get(slot, NAN) for slot in slots]
-    return values, _label(LATENCY_LAYOUT, slots)
+    values += [float(v) for v in command]
+    return values, _label(LATENCY_LAYOUT, slots) + ''.join(
+        f',command.{i}' for i in range(len(command)))
 
 
 def inference_row(record, episode_start: float, slots) -> tuple:
@@ -65,16 +68,19 @@ def parse_row(label: str, data) -> dict:
     names = label.split(',') if label else []
     if len(names) != len(data):
         raise ValueError(f'row of {len(data)} values under a layout of {len(names)} names')
-    row = {}
-    stamps = {}
+    row, stamps, command = {}, {}, []
     for name, value in zip(names, data):
         value = float(value)
         if name.startswith('stamp.'):
             if not math.isnan(value):
                 stamps[name[len('stamp.'):]] = value
+        elif name.startswith('command.'):
+            command.append(value)
         else:
             row[name] = value
     row['stamps'] = stamps
+    if command:
+        row['command'] = command
     return row
 
 

@@ -265,7 +265,7 @@ class VlaNode(LifecycleNode):
             position = self._hold.position()
             if position is not None:
                 self._publish([position])
-                self._publish_latency(None, now)
+                self._publish_latency(None, position, now)
             return
         try:
             result = self.engine.tick(now)
@@ -283,7 +283,7 @@ class VlaNode(LifecycleNode):
             points += list(self.runtime.lookahead(t, self.config.trajectory_points - 1,
                                                   start=result.command))
         self._publish(points, now)
-        self._publish_latency(result, now)
+        self._publish_latency(result, result.command, now)
 
     def _set_fault(self, kind: str, reason: str) -> None:
         if kind and reason != self._fault[1]:
@@ -307,14 +307,15 @@ class VlaNode(LifecycleNode):
         self._published += 1
         self._publish_times.append(time.monotonic())
 
-    def _publish_latency(self, result, now: float) -> None:
+    def _publish_latency(self, result, command, now: float) -> None:
         """The record of a published command (`result` None: one of ~/hold), and its
         camera-to-command latency for the node's own statistics."""
         fresh = result is not None and result.fresh
         e2e = self._now() - result.stamp if fresh else float('nan')
         if fresh:
             self._e2e_ms.append(e2e * 1e3)
-        self._records.command(result, now, self.runtime, self.engine, self._published - 1, e2e)
+        self._records.command(result, command, now, self.runtime, self.engine,
+                              self._published - 1, e2e)
 
     # ---- hold / resume -----------------------------------------------------------------------
 

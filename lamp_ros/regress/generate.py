@@ -178,7 +178,8 @@ def generate_bag(artifact: str, out: str, seconds: float = 3.0, size=(128, 96),
                     inferred = bool(result.fresh and runtime.last_inferred)
                     values, label = records.latency_row(
                         result, now, engine.t0, commands, inferred,
-                        runtime.last_delay if inferred and runtime.rtc else None, slots)
+                        runtime.last_delay if inferred and runtime.rtc else None, slots,
+                        result.command)
                     writer.write_msg(topics.LATENCY_TOPIC, topics.FLOAT_ARRAY, t_ns + 1,
                                      _row(values, label))
                 commands += 1

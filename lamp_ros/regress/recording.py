@@ -6,6 +6,9 @@ command (the tick and the header stamps of the inputs it used), one row per infe
 it started and the one its chunk was merged at) and the episode's state after every merge.
 `read_recording` turns those into a list of `Tick`s in time order: every tick that published a
 command, and every tick that started an inference without publishing one (an episode's first).
+A latency row holds the command it stands for, so rows and commands need no pairing (a
+recorder that falls behind can lose one and not the other); rows of an older node without the
+command are paired with the command messages in order.
 
 A bag without these records (another recorder, an older node, the offline generator) gives one
 tick per recorded command, whose inputs are taken in receive order.
@@ -61,8 +64,9 @@ class Tick:
 
     time: float                    # the node's tick time (its clock), seconds
     t_ns: int                      # where it sits in the bag (receive time of its message)
-    command: object = None         # the recorded command message (None: it published none)
+    command: object = None         # the recorded command message, when paired with one
     row: dict | None = None        # its latency row
+    published: list | None = None  # the positions it published (None: it published none)
     started: dict | None = None    # the inference row of the inference this tick started
     merged: dict | None = None     # the inference row of the inference this tick merged
     stamps: dict = field(default_factory=dict)   # inputs the tick used (joints, slots)
@@ -87,6 +91,10 @@ class Recording:
     stamped: bool                   # ticks rebuilt from the node's records (else receive order)
     asynchronous: bool              # inference rows say when each chunk was merged
     states: list                    # StateSnapshot, in time order
+
+
+def _positions(message, layout):
+    return topics.command_positions(message.decode(), layout['command_type'])
 
 
 def _rows(messages, topic: str) -> list:
@@ -129,18 +137,27 @@ def read_recording(bag: str, slots=None) -> Recording:
     commands = [m for m in messages if m.topic == layout['command']]
     latency = [row for _, row in _rows(messages, topics.LATENCY_TOPIC)]
     stamped = bool(latency) and {'fresh', 'tick_s'} <= set(latency[0])
-    # the recording may stop between a command and its latency row (or start between them)
-    if stamped and len(latency) not in (len(commands), len(commands) - 1):
+    # rows without their command are paired with the command messages: only where the counts
+    # say none was lost (a recording may stop between a command and its row)
+    if stamped and 'command' not in latency[0] and \
+            len(latency) not in (len(commands), len(commands) - 1):
         stamped = False
     if not stamped:
-        ticks = [Tick(m.t_ns * 1e-9, m.t_ns, command=m) for m in commands]
+        ticks = [Tick(m.t_ns * 1e-9, m.t_ns, m, published=_positions(m, layout))
+                 for m in commands]
         return Recording(bag, messages, layout, session, ticks, False, False, [])
     ticks = {}
-    for i, message in enumerate(commands):
-        row = latency[i] if i < len(latency) else None
-        time_s = row['tick_s'] if row else message.t_ns * 1e-9
-        ticks[time_s] = Tick(time_s, message.t_ns, message, row,
-                             stamps=dict(row['stamps']) if row else {})
+    if 'command' in latency[0]:
+        for row in latency:
+            ticks[row['tick_s']] = Tick(row['tick_s'], 0, row=row, published=row['command'],
+                                        stamps=dict(row['stamps']))
+    else:
+        for i, message in enumerate(commands):
+            row = latency[i] if i < len(latency) else None
+            time_s = row['tick_s'] if row else message.t_ns * 1e-9
+            ticks[time_s] = Tick(time_s, message.t_ns, message, row,
+                                 stamps=dict(row['stamps']) if row else {},
+                                 published=_positions(message, layout))
     inferences = _rows(messages, topics.INFERENCE_TOPIC)
     for message, row in inferences:
         start = row['submitted_tick_s']

@@ -108,10 +108,10 @@ def replay(bag: str, artifact: str, prompt: str | None = None, atol: float = 1e-
         if golden:
             with open(golden, encoding='utf-8') as f:
                 expected = json.load(f)['commands']
-        elif recording.layout['command'] is None:
+        elif recording.layout['command'] is None and not recording.stamped:
             raise BagError(f'{bag}: no recorded commands on {list(topics.COMMAND_TOPICS)} and '
                            'no golden file to compare with')
-        if not any(t.command is not None for t in recording.ticks):
+        if not any(t.published is not None for t in recording.ticks):
             raise BagError(f'{bag}: no command messages to replay against')
         report = rerun(recording, runtime, schedule, settings)
     finally:
@@ -144,7 +144,7 @@ def localize(bag: str, artifact: str, against: str, prompt: str | None = None,
                              rate_hz=settings['rate_hz']) for a in (artifact, against)]
     layout = recording.layout = bag_layout(recording.messages, runtimes[0].camera_slots,
                                            recording.session)
-    ticks = [t for t in recording.ticks if t.command is not None]
+    ticks = [t for t in recording.ticks if t.published is not None]
     if not ticks:
         raise BagError(f'{bag}: no command messages to replay against')
     engines = [ControlEngine(rt, list(layout['cameras']),

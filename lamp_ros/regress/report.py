@@ -35,9 +35,12 @@ def replay_lines(report: dict, atol: float, rtol: float) -> list:
         lines.append(f'  {report["commands_held_by_hold"]} commands published under ~/hold '
                      '(the joints, not the policy) are not compared')
     if report.get('inputs_substituted'):
-        lines.append(f'  {report["inputs_substituted"]} inputs the recorder lost were '
-                     f'substituted; the {report["exact_commands"]} commands before the first '
-                     f'{"agree" if report["exact_passed"] else "do not agree"}')
+        before = (f'; the {report["exact_commands"]} commands before the first '
+                  f'{"agree" if report["exact_passed"] else "do not agree"}'
+                  if report['exact_commands'] else '')
+        lines.append(f'  {report["inputs_substituted"]} inputs the node used are not in the bag '
+                     f'(the recorder had not matched them yet, or lost them) and were '
+                     f'substituted{before}')
     if report.get('commands_from_lost_inputs'):
         lines.append(f'  {report["commands_from_lost_inputs"]} commands computed after a lost '
                      'input, until the node\'s next episode state, are not judged')

@@ -10,7 +10,6 @@ commands side by side, with what the verdict may rest on (`judged`) and why not.
 import numpy as np
 
 from lamp_ros.node.engine import ControlEngine
-from lamp_ros.regress import topics
 from lamp_ros.regress.recording import stamp_index
 from lamp_ros.regress.start import choose_start
 from lamp_ros.regress.state_check import StateCheck
@@ -65,6 +64,7 @@ class _Tally:
         self.produced, self.recorded, self.times, self.judged = [], [], [], []
         self.substituted, self.exact, self.held_by_hold = 0, None, 0
         self.merge_mismatches = self.delay_mismatches = 0
+        self.unscheduled = self.not_started = 0
         self.lost_from = None       # first command of the segment computed after a lost input
         self.not_judged_lost = 0
 
@@ -95,8 +95,7 @@ def rerun(recording, runtime, schedule, settings) -> dict:
     engine.start(start.episode_start)
     if start.state is not None:
         episode_state.restore(runtime, start.state.arrays)
-        engine.last_safe = np.asarray(topics.command_positions(
-            ticks[start.position].command.decode(), layout['command_type']), np.float64)
+        engine.last_safe = np.asarray(ticks[start.position].published, np.float64)
     begin = start.position + (start.state is not None)
     if schedule is not None and begin < len(ticks):
         schedule.skip_before(ticks[begin].time, count=False)
@@ -105,11 +104,10 @@ def rerun(recording, runtime, schedule, settings) -> dict:
     receive = iter(recording.messages) if not recording.stamped else None
     for tick in ticks[begin:]:
         result = _one_tick(tick, engine, runtime, schedule, index, receive, layout, tally)
-        if tick.command is not None:
+        if tick.published is not None:
             tally.produced.append(None if result is None or result.command is None
                                   else result.command.tolist())
-            tally.recorded.append(topics.command_positions(tick.command.decode(),
-                                                           layout['command_type']))
+            tally.recorded.append(tick.published)
             # judged: a command the policy made, with its own record (a last command whose
             # latency row missed the bag's end has none)
             tally.judged.append(result is not None and
@@ -131,13 +129,13 @@ def rerun(recording, runtime, schedule, settings) -> dict:
         'exact_commands': len(tally.produced) if tally.exact is None else tally.exact,
         'commands_from_lost_inputs': int(tally.not_judged_lost),
         'starts_mid_episode': bool(start.mid_episode), 'start': start.describe(),
-        'commands_before_start': sum(1 for t in ticks[:begin] if t.command is not None),
+        'commands_before_start': sum(1 for t in ticks[:begin] if t.published is not None),
         'commands_held_by_hold': int(tally.held_by_hold),
         'recorded_artifact_id': (recording.session or {}).get('artifact_id'),
         'state_checks': checks.summary(),
         'schedule': None if schedule is None else {
-            'unscheduled_inferences': schedule.unscheduled,
-            'recorded_inferences_not_started': schedule.not_started,
+            'unscheduled_inferences': tally.unscheduled,
+            'recorded_inferences_not_started': tally.not_started,
             'failed_as_recorded': schedule.failed_as_recorded,
             'merge_mismatches': tally.merge_mismatches,
             'delay_mismatches': tally.delay_mismatches},
@@ -150,6 +148,7 @@ def _one_tick(tick, engine, runtime, schedule, index, receive, layout, tally):
     episode = row.get('episode_start_s', (tick.started or {}).get('episode_start_s'))
     if episode is not None and episode != engine.t0:
         engine.start(episode)  # ~/resume (or a re-activation): a new episode
+    before = (schedule.unscheduled, schedule.not_started) if schedule is not None else None
     if schedule is not None:
         schedule.now = tick.time
         schedule.skip_before(tick.time)
@@ -171,6 +170,9 @@ def _one_tick(tick, engine, runtime, schedule, index, receive, layout, tally):
     result = engine.tick(tick.time)
     if tally.lost_from is not None:
         return result  # an input was lost since the last resync: the schedule may differ
+    if schedule is not None:
+        tally.unscheduled += schedule.unscheduled - before[0]
+        tally.not_started += schedule.not_started - before[1]
     if tick.merged and (result.inference is None or
                         result.inference.index != tick.merged['index']):
         tally.merge_mismatches += 1

@@ -46,7 +46,7 @@ def _candidates(recording, runtime) -> list:
     at = {t.time: p for p, t in enumerate(ticks)}
     for snapshot in recording.states:
         p = at.get(snapshot.tick)
-        if p is None or ticks[p].command is None:
+        if p is None or ticks[p].published is None:
             continue
         try:
             episode_state.check(runtime, snapshot.arrays)

@@ -15,7 +15,6 @@ node's states: its own run is what a regression compares.
 
 import numpy as np
 
-from lamp_ros.regress import topics
 from lamp_ros.runtime import episode_state
 
 
@@ -26,7 +25,6 @@ class StateCheck:
                     if same and s.artifact_id == runtime.id and s.tick > start.tick_s}
         # sync execution measures its own inference times: only the schedule's are recorded
         self._skip = () if asynchronous else ('latency/samples', 'latency/seen')
-        self._command_type = recording.layout['command_type']
         self.compared = self.equal = self.resynced = self.mismatched = 0
         self.first_mismatch = None
 
@@ -45,9 +43,8 @@ class StateCheck:
             self.equal += 1
             return 'equal'
         episode_state.restore(engine.runtime, snapshot.arrays)
-        if tick.command is not None:
-            engine.last_safe = np.asarray(topics.command_positions(
-                tick.command.decode(), self._command_type), np.float64)
+        if tick.published is not None:
+            engine.last_safe = np.asarray(tick.published, np.float64)
         if lost_inputs:
             self.resynced += 1
             return 'resynced'

@@ -46,8 +46,10 @@ def check(runtime, arrays: dict) -> None:
 
 
 def restore(runtime, arrays: dict) -> None:
-    """Put a captured state into `runtime` (after `check`)."""
+    """Put a captured state into `runtime` (after `check`); like the node when it published
+    it, the runtime then has no inference in flight."""
     check(runtime, arrays)
+    runtime.discard_inference()
     by_node = {}
     for name, value in arrays.items():
         if name.startswith('state/'):

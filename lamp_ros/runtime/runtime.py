@@ -205,6 +205,12 @@ class Runtime:
         if self._worker:
             self._worker.close()
 
+    def discard_inference(self) -> None:
+        """Forget an asynchronous inference's result not merged yet (an episode state that
+        replay restores was taken with none in flight: runtime/episode_state.py)."""
+        if self._worker:
+            self._worker.discard()
+
     def has_plan(self) -> bool:
         if self._chunker is None:
             return True

@@ -88,11 +88,15 @@ def test_diagnostics_and_numeric_profile(harness):
     assert 15.0 < profile.data[0] < 30.0  # achieved rate
     label = h.latency[-1].layout.dim[0].label.split(',')
     cameras = [f'stamp.{slot}' for slot in ('base', 'left_wrist', 'right_wrist')]
-    assert label == [*LATENCY_LAYOUT, *cameras]
+    assert label == [*LATENCY_LAYOUT, *cameras, *(f'command.{i}' for i in range(7))]
     # The last fresh command (a tick under load may hold the previous one: NaN stamps there)
     fresh = [m for m in list(h.latency) if m.data[LATENCY_LAYOUT.index('fresh')] == 1.0]
     assert fresh, 'no fresh command among the latency messages'
     latency = dict(zip(label, fresh[-1].data))
+    # the row holds the command it stands for: one of the trajectories the node published
+    row_command = tuple(latency[f'command.{i}'] for i in range(7))
+    assert h.wait_for(lambda: row_command in {tuple(m.points[0].positions)
+                                              for _, m in list(h.commands)}, 10), row_command
     assert 0 < latency['e2e_latency_s'] < 2.0  # e2e seconds
     # input stamp = the oldest camera stamp; the episode began before this tick
     assert all(latency['input_stamp_s'] <= latency[c] for c in cameras)
