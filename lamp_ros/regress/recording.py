@@ -63,7 +63,6 @@ class Tick:
     """One control tick of the recorded run."""
 
     time: float                    # the node's tick time (its clock), seconds
-    t_ns: int                      # where it sits in the bag (receive time of its message)
     command: object = None         # the recorded command message, when paired with one
     row: dict | None = None        # its latency row
     published: list | None = None  # the positions it published (None: it published none)
@@ -143,26 +142,26 @@ def read_recording(bag: str, slots=None) -> Recording:
             len(latency) not in (len(commands), len(commands) - 1):
         stamped = False
     if not stamped:
-        ticks = [Tick(m.t_ns * 1e-9, m.t_ns, m, published=_positions(m, layout))
+        ticks = [Tick(m.t_ns * 1e-9, m, published=_positions(m, layout))
                  for m in commands]
         return Recording(bag, messages, layout, session, ticks, False, False, [])
     ticks = {}
     if 'command' in latency[0]:
         for row in latency:
-            ticks[row['tick_s']] = Tick(row['tick_s'], 0, row=row, published=row['command'],
+            ticks[row['tick_s']] = Tick(row['tick_s'], row=row, published=row['command'],
                                         stamps=dict(row['stamps']))
     else:
         for i, message in enumerate(commands):
             row = latency[i] if i < len(latency) else None
             time_s = row['tick_s'] if row else message.t_ns * 1e-9
-            ticks[time_s] = Tick(time_s, message.t_ns, message, row,
+            ticks[time_s] = Tick(time_s, message, row,
                                  stamps=dict(row['stamps']) if row else {},
                                  published=_positions(message, layout))
     inferences = _rows(messages, topics.INFERENCE_TOPIC)
     for message, row in inferences:
         start = row['submitted_tick_s']
         if start == start:  # NaN: started before the node's records say (cannot happen)
-            tick = ticks.setdefault(start, Tick(start, message.t_ns))
+            tick = ticks.setdefault(start, Tick(start))
             tick.started = row
             tick.stamps = tick.stamps or dict(row['stamps'])
         merged = ticks.get(row['merged_tick_s'])
