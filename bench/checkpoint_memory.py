@@ -103,6 +103,13 @@ def make_checkpoint(folder: str) -> None:
     padded_tokenizer(os.path.join(os.path.dirname(folder), 'tokenizer.model'))
 
 
+def copy_tiny_checkpoint(folder: str) -> None:
+    """--smoke: LeRobot's tiny pi05 as LeRobot saved it (the test fixture) and its tokenizer."""
+    shutil.copytree(os.path.join(DATA, 'lerobot_pi05_tiny'), folder, dirs_exist_ok=True)
+    shutil.copy(os.path.join(DATA, 'tokenizer.model'),
+                os.path.join(os.path.dirname(folder), 'tokenizer.model'))
+
+
 def measured(command: list) -> dict:
     """Run `command` in a child process: wall seconds and that process's peak resident set."""
     start = time.perf_counter()
@@ -134,18 +141,25 @@ def main() -> None:
     parser.add_argument('--out', required=True, help='JSON of the measurements')
     parser.add_argument('--keep', action='store_true', help='keep the checkpoint afterwards')
     parser.add_argument('--make-only', action='store_true', help=argparse.SUPPRESS)
+    parser.add_argument('--smoke', action='store_true',
+                        help='the same steps on LeRobot\'s tiny pi05 (a test fixture) in '
+                             'seconds: checks the script, says nothing of full-size memory')
     args = parser.parse_args()
     folder = os.path.join(args.work, 'pi05_full_lerobot_layout')
     if args.make_only:
         make_checkpoint(folder)
         return
-    if not os.path.isfile(os.path.join(folder, 'model.safetensors')):
+    if args.smoke:
+        folder = os.path.join(args.work, 'pi05_tiny_lerobot')
+        copy_tiny_checkpoint(folder)
+    elif not os.path.isfile(os.path.join(folder, 'model.safetensors')):
         subprocess.run([sys.executable, __file__, '--work', args.work, '--out', args.out,
                         '--make-only'], check=True)
     disk = sum(os.path.getsize(os.path.join(folder, f)) for f in os.listdir(folder))
     spec = os.path.join(args.work, 'pi05_full_import.yaml')
     python = sys.executable
-    results = {'checkpoint_bytes': disk}
+    results = {'checkpoint': 'LeRobot tiny pi05 (smoke)' if args.smoke else
+               'LeRobot pi05 full-size layout, random values', 'checkpoint_bytes': disk}
     results['import'] = measured([python, '-m', 'lamp_ros.cli', 'import', folder, '--tokenizer',
                                   os.path.join(args.work, 'tokenizer.model'), '--target', 'cuda',
                                   '--out', spec])
@@ -154,6 +168,7 @@ def main() -> None:
         results[key]['peak_over_checkpoint'] = round(
             results[key]['peak_rss_bytes'] / disk, 3)
     print(json.dumps(results, indent=1))
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     with open(args.out, 'w', encoding='utf-8') as f:
         json.dump(results, f, indent=1)
     if not args.keep:

@@ -32,8 +32,6 @@ import tempfile
 import time
 
 import numpy as np
-import yaml
-
 from lamp_ros.ops.normalize import NormStats
 from lamp_ros.policies.pi05.assets import norm_stats_path
 from lamp_ros.policies.pi05.example import DEFAULT_PROMPT, example_observation
@@ -56,18 +54,17 @@ PROMPTS = {'one word': 'stop',
 
 
 def build(names, folder: str) -> dict:
-    """{name: artifact path} compiled from SPEC with each name's edit."""
+    """{name: artifact path} compiled from SPEC with each name's edit, into `folder`. The edited
+    specs are parsed where SPEC lies (spec.edited_spec), so their relative paths (the robot
+    file) name SPEC's files."""
     from lamp_ros.compiler.build import compile_spec
+    from lamp_ros.progress import progress_lines
+    from lamp_ros.spec import edited_spec
     paths = {}
     for name in names:
-        with open(SPEC, encoding='utf-8') as f:
-            spec = yaml.safe_load(f)
-        EDITS[name](spec)
-        path = os.path.join(folder, f'{name}.yaml')
-        with open(path, 'w', encoding='utf-8') as f:
-            yaml.safe_dump(spec, f)
-        print(f'compiling {name} ...')
-        paths[name] = compile_spec(path, os.path.join(folder, name)).root
+        spec = edited_spec(SPEC, EDITS[name])
+        with progress_lines(f'compiling {name}') as say:
+            paths[name] = compile_spec(spec, os.path.join(folder, name), progress=say).root
     return paths
 
 

@@ -47,22 +47,6 @@ DEMO_SPEC = 'config/specs/pi05_tiny.yaml'
 SHARED_BUILDS = 'LAMP_TEST_BUILDS'
 
 
-def read_spec(path: str) -> dict:
-    """A spec file as data, with the paths it names (robot file, checkpoint, tokenizer) made
-    absolute: an edited copy written elsewhere (or parsed without its source) still finds
-    them."""
-    import yaml
-    with open(path, encoding='utf-8') as f:
-        spec = yaml.safe_load(f)
-    folder = os.path.dirname(os.path.abspath(path))
-    options = (spec.get('policy') or {}).get('options') or {}
-    for section, key in ((spec.get('robot'), 'file'), (spec.get('weights'), 'path'),
-                         (spec.get('weights'), 'file'), (options.get('tokenizer'), 'path')):
-        if isinstance(section, dict) and key in section and not os.path.isabs(section[key]):
-            section[key] = os.path.normpath(os.path.join(folder, section[key]))
-    return spec
-
-
 def shared_build(tmp_path_factory, name: str, build) -> str:
     """Path of the artifact `build(out)` compiles into `out`, made once for every test process
     of this run. With LAMP_TEST_BUILDS unset (a plain `pytest`), it is this session's own. Else
@@ -199,18 +183,15 @@ def tiny_variant(tmp_path_factory):
     """tiny_variant(name, spec=TINY_SPEC) -> path of the spec (pi05_tiny with random weights,
     or DEMO_SPEC) compiled with one edit (VARIANT_EDITS), built on first use and shared by the
     whole session (about 30 s each)."""
-    import yaml
-
     from lamp_ros.compiler.build import compile_spec
+    from lamp_ros.spec import spec_data, write_spec
     specs = tmp_path_factory.mktemp('variant_specs')
     built = {}
 
     def build(name: str, base: str, label: str, out: str) -> None:
-        spec = read_spec(base)
+        spec = spec_data(base)
         VARIANT_EDITS[name](spec)
-        spec_path = specs / f'{label}.yaml'
-        spec_path.write_text(yaml.safe_dump(spec))
-        compile_spec(str(spec_path), out)
+        compile_spec(write_spec(spec, str(specs / f'{label}.yaml')), out)
 
     def get(name: str, spec: str = TINY_SPEC) -> str:
         label = name if spec == TINY_SPEC else f'{os.path.basename(spec)[:-5]}_{name}'

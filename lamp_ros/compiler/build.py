@@ -37,7 +37,7 @@ from lamp_ros.compiler.record_passes import record_passes, stage_modules
 from lamp_ros.compiler.spec_fit import check_spec_fits
 from lamp_ros.compiler.partition import assign, partition, phases
 from lamp_ros.compiler.coverage import coverage
-from lamp_ros.spec import load_spec
+from lamp_ros.spec import load_spec, Spec
 
 
 @dataclass(frozen=True)
@@ -206,9 +206,10 @@ def reference_device(target: str) -> str:
     return 'cuda'
 
 
-def compile_spec(spec_path: str, out: str, progress=None,
+def compile_spec(spec_path: 'str | Spec', out: str, progress=None,
                  measure_tiles: bool = False) -> BuildResult:
-    """Build the spec's artifact into `out`. `measure_tiles`: time every tuned choice on the
+    """Build the spec's artifact into `out`: a spec file's path, or a Spec already parsed (an
+    edited one: lamp_ros.spec.edited_spec). `measure_tiles`: time every tuned choice on the
     build GPU even where the tile cache holds one (evidence/build.json records it; the choices
     themselves are in plan.json either way)."""
     say = progress or (lambda msg: None)
@@ -223,7 +224,7 @@ def compile_spec(spec_path: str, out: str, progress=None,
     from lamp_ros.trace.from_spec import build_pipeline, trace_pipeline
 
     say('load spec')
-    spec = load_spec(spec_path)
+    spec = spec_path if isinstance(spec_path, Spec) else load_spec(spec_path)
     done('spec')
     device = reference_device(spec.target)
     say(f'build eager pipeline ({device})')
@@ -310,7 +311,7 @@ def compile_spec(spec_path: str, out: str, progress=None,
         _save_tensors(root, 'evidence/parity_expected.safetensors', expected)
         done('parity')
         _dump(root, 'evidence/build.json', {'stage_seconds': timings, 'tools': versions,
-                                            'spec': os.path.basename(spec_path),
+                                            'spec': os.path.basename(spec.source),
                                             'measure_tiles': measure_tiles,
                                             'passes_without_effect': idle,
                                             'groups': group_evidence})

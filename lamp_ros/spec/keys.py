@@ -36,3 +36,11 @@ SPEC_KEYS = {
 # `robot: {file: path}`, the one key then: a robot file (config/robots/) holding the keys of
 # 'robot' above, read relative to the spec's folder (spec/robot.py).
 ROBOT_FILE = 'file'
+
+# The keys whose values are paths, read relative to the folder of the file that holds them: the
+# spec's (spec.resolve, spec/robot.py, compiler/precision_plan.py, pi0.5's tokenizer), or for the
+# robot's own keys, the robot file's. spec/edit.py makes them absolute in a copy written
+# elsewhere. A policy's own options (policy.options) may name paths the core does not know of:
+# the policy resolves those with spec.resolve, and only pi0.5's tokenizer is listed here.
+PATH_KEYS = ('weights.file', 'weights.path', 'robot.file', 'robot.urdf', 'robot.norm_stats',
+             'precision.calibration.path', 'policy.options.tokenizer.path')

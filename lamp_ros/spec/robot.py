@@ -188,7 +188,13 @@ def parse_robot(d, base_dir: str, rate_hz: float) -> Robot:
     """A `robot:` mapping (or `{file: path}`, relative to `base_dir`) -> Robot."""
     if isinstance(d, dict) and set(d) == {ROBOT_FILE}:
         file = d[ROBOT_FILE]
-        path = file if os.path.isabs(file) else os.path.join(base_dir, file)
+        path = file if os.path.isabs(file) else os.path.normpath(os.path.join(base_dir, file))
+        if not os.path.isfile(path):
+            where = '' if os.path.isabs(file) else (
+                f' ({file} is read relative to the spec\'s folder, {base_dir}: a spec copied '
+                f'elsewhere keeps its files with lamp_ros.spec.spec_data, which makes its paths '
+                f'absolute)')
+            raise SpecError(f'robot.file: no file {path}{where}')
         return parse_robot(read_yaml(path, 'robot.file'), os.path.dirname(os.path.abspath(path)),
                            rate_hz)
     if not isinstance(d, dict):

@@ -7,10 +7,10 @@ Each script says how its smoke runs in a header line, so that a new script canno
 folder, and every smoke of the run sharing its builds through SMOKE_BUILDS), or
 `# smoke: run by SCRIPT` for a helper another script's smoke runs (the test checks that SCRIPT
 names it). `# smoke-needs: MODULE` skips a smoke, naming the module, where this Python cannot
-import it (LeRobot needs Python 3.12+, the suite's venv may be older). A smoke passes when it exits 0; one that stops before a step only a GPU can take
-says so (`needs_gpu`), which the test shows with its result."""
+import it (LeRobot needs Python 3.12+, the suite's venv may be older). A smoke passes when it
+exits 0; one that stops before a step only a GPU can take says so (`needs_gpu`), which the test
+shows with its result."""
 
-import glob
 import os
 import re
 import subprocess

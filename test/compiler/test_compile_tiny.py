@@ -11,10 +11,9 @@ import pytest
 import yaml
 
 from lamp_ros.artifact.manifest import sha256_file
-from lamp_ros.spec import load_spec
 from lamp_ros.policies.pi05.pipeline import pipeline_from_spec
 from lamp_ros.runtime import Runtime
-from conftest import read_spec
+from lamp_ros.spec import load_spec, spec_data
 
 SPEC = 'config/specs/pi05_tiny_random.yaml'
 
@@ -123,7 +122,7 @@ def test_one_spec_built_twice_is_one_artifact(artifact, tmp_path):
 
 
 def test_parity_failure_exits_non_zero(tmp_path):
-    spec = read_spec(SPEC)
+    spec = spec_data(SPEC)
     spec['parity'] = {'samples': 1, 'atol': 0.0, 'rtol': 0.0}
     spec['fusion']['text_lengths'] = []  # one ONNX export instead of three: the test is parity
     path = tmp_path / 'strict.yaml'

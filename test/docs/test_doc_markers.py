@@ -6,15 +6,16 @@ import os
 
 from .conftest import REPO
 from .doc_commands import command_blocks
+from .test_bench_readme import BENCH_README
 from .test_guide_commands import GUIDES as FIRST
 from .test_more_guide_commands import GUIDES as SECOND
 
-RUN = {'README.md', *FIRST, *SECOND}
+RUN = {'README.md', BENCH_README, *FIRST, *SECOND}
 
 
 def _documents() -> list:
-    return ['README.md'] + sorted(os.path.relpath(p, REPO)
-                                  for p in glob.glob(os.path.join(REPO, 'docs', '*.md')))
+    return ['README.md', BENCH_README] + sorted(
+        os.path.relpath(p, REPO) for p in glob.glob(os.path.join(REPO, 'docs', '*.md')))
 
 
 def test_every_document_with_commands_is_run():

@@ -3,13 +3,13 @@
 import pytest
 
 from lamp_ros.spec import load_spec, parse_spec, SpecError
-from conftest import read_spec
+from lamp_ros.spec import spec_data
 
 SPEC = 'config/specs/pi05_tiny_random.yaml'
 
 
 def _raw():
-    return read_spec(SPEC)
+    return spec_data(SPEC)
 
 
 def test_committed_spec_loads():

@@ -15,7 +15,7 @@ import yaml
 
 from lamp_ros.spec import parse_spec, SpecError
 from lamp_ros.spec.keys import ROBOT_FILE, SPEC_KEYS
-from conftest import read_spec
+from lamp_ros.spec import spec_data
 
 DOC = 'docs/spec.md'
 BASE = 'config/specs/pi05_tiny_random.yaml'
@@ -95,7 +95,7 @@ def test_the_key_table_is_every_key_the_spec_accepts():
 def _with_every_mapping() -> dict:
     """pi05_tiny_random's spec with every mapping SPEC_KEYS lists present (an inline robot, a
     precision plan with budget and calibration)."""
-    spec = read_spec(BASE)
+    spec = spec_data(BASE)
     with open(ROBOT, encoding='utf-8') as f:
         spec['robot'] = yaml.safe_load(f)
     spec['precision'] = {'plan': 'manual', 'budget': {}, 'calibration': {}}
@@ -127,7 +127,7 @@ def test_the_parser_accepts_exactly_the_listed_keys(where):
 
 
 def test_a_robot_file_is_the_one_key_of_its_form():
-    spec = read_spec(BASE)
+    spec = spec_data(BASE)
     assert spec['robot'] == {ROBOT_FILE: os.path.abspath(ROBOT)}
     assert parse_spec(spec, source=BASE).robot.name == 'sim7'
 

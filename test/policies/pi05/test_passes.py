@@ -18,7 +18,7 @@ from lamp_ros.compiler.record_passes import stage_modules
 from lamp_ros.spec import load_spec, parse_spec, SpecError
 from lamp_ros.graph.graph import Graph
 from lamp_ros.trace.from_spec import build_pipeline, trace_pipeline
-from conftest import read_spec
+from lamp_ros.spec import spec_data
 
 SPEC = 'config/specs/pi05_tiny_random.yaml'  # the exact passes on (the `no_passes` variant: off)
 ATOL = 1e-5
@@ -198,7 +198,7 @@ def test_spec_passes_are_booleans_the_policy_names():
     policy registered with the compiler (compiler/rewrites.py), checked once the build has the
     policy: pi0.5's through its package, nothing for a policy that registered none."""
     assert load_spec(SPEC).passes == {name: True for name in EXACT}
-    raw = read_spec(SPEC)
+    raw = spec_data(SPEC)
     assert parse_spec({k: v for k, v in raw.items() if k != 'passes'}).passes == {}  # off
     raw['passes']['fold_constants'] = 'yes'
     with pytest.raises(SpecError, match='passes.fold_constants: expected true or false'):
@@ -264,7 +264,7 @@ def test_lamp_diff_shows_the_passes(tiny_artifact, tiny_variant):
 @pytest.fixture(scope='session')
 def fp8_artifact(tmp_path_factory):
     """pi05_tiny with fp8_prefix_mlp on as well, at the tolerance its spec would state."""
-    raw = read_spec(SPEC)
+    raw = spec_data(SPEC)
     raw['name'] = 'pi05_tiny_fp8'
     raw['passes']['fp8_prefix_mlp'] = True
     raw['parity'] = {**raw['parity'], 'atol': 2e-2, 'rtol': 2e-2}
