@@ -32,6 +32,10 @@ import time
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from lamp_ros.provenance import provenance  # noqa: E402
+
 DATA = os.path.join(ROOT, 'test', 'data', 'checkpoints')
 JOINTS = 14
 DTYPES = {'float32': ('F32', np.float32), 'bfloat16': ('BF16', None)}
@@ -167,6 +171,7 @@ def main() -> None:
     for key in ('import', 'eager_load_bf16'):
         results[key]['peak_over_checkpoint'] = round(
             results[key]['peak_rss_bytes'] / disk, 3)
+    results['provenance'] = provenance('cpu')
     print(json.dumps(results, indent=1))
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     with open(args.out, 'w', encoding='utf-8') as f:

@@ -27,6 +27,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from lamp_ros.ops.chunker import MERGE_CHOICES  # noqa: E402
+from lamp_ros.provenance import provenance  # noqa: E402
 from lamp_ros.runtime import Runtime  # noqa: E402
 from lamp_ros.sim.evaluate import controller_for, evaluate  # noqa: E402
 
@@ -90,11 +91,15 @@ def main() -> int:
         args.spec or m != 'rtc/guided')]
     rows = measure(args.spec or args.artifact, modes, args.latencies, args.episodes,
                    args.seconds, args.seed)
+    runtime = None if args.spec else Runtime.load(args.artifact)
     source = ({'spec': os.path.relpath(args.spec, ROOT)} if args.spec else
-              {'artifact_id': Runtime.load(args.artifact).id})
+              {'artifact_id': runtime.id})
+    # the eager pipeline runs on the CPU (build_pipeline's default); an artifact where it loads
+    device = 'cuda' if runtime is not None and str(runtime.device).startswith('cuda') else 'cpu'
     with open(args.out, 'w', encoding='utf-8') as f:
         json.dump({**source, 'episodes': args.episodes, 'seconds': args.seconds,
-                   'seed': args.seed, 'rows': rows}, f, indent=1)
+                   'seed': args.seed, 'rows': rows, 'provenance': provenance(device)}, f,
+                  indent=1)
     picture = args.out.rsplit('.', 1)[0] + '.png'
     what = source.get('spec') or f'artifact {source["artifact_id"][:12]}'
     plot(rows, picture, f'chunk merge modes under latency: {args.episodes} episodes, {what}')

@@ -32,6 +32,7 @@ from lamp_ros.compiler.device_letterbox import frame_capacity
 from lamp_ros.ops.image import preprocess_image, resize_with_pad, stack_cameras
 from lamp_ros.ops.letterbox import letterbox_frames
 from lamp_ros.policies.pi05.example import DEFAULT_SIZES as SIZES
+from lamp_ros.provenance import provenance
 
 SLOTS = tuple(SIZES)
 SIZE = 224  # pi05_full's image size
@@ -120,6 +121,7 @@ def main() -> None:
             'ratio_host_over_device_letterbox': (buffer_median['host_letterbox']
                                                  / buffer_median['device_letterbox']),
         },
+        'provenance': provenance('cpu'),
     }
     for name in paths:
         print(f'{name:12s} median {median[name]:7.3f} ms  p90 {report["p90_ms"][name]:7.3f} ms  '

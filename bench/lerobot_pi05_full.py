@@ -32,6 +32,10 @@ import time
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from lamp_ros.provenance import provenance  # noqa: E402
+
 CAMERAS = ('base_0_rgb', 'left_wrist_0_rgb', 'right_wrist_0_rgb')
 JOINTS = 14
 PALIGEMMA_PIECES = 257_152
@@ -120,6 +124,7 @@ def peak(args) -> None:
         ref = sum(os.path.getsize(os.path.join(args.reference, f))
                   for f in os.listdir(args.reference))
         record.update(checkpoint_gb=round(ref / 1e9, 2), peak_over_checkpoint=round(rss / ref, 3))
+    record['provenance'] = provenance(_where(args.device))
     print(json.dumps(record), flush=True)
     with open(args.record, 'a', encoding='utf-8') as f:
         f.write(json.dumps(record) + '\n')
@@ -231,7 +236,7 @@ def eager(args) -> None:
         rows.append(row(i, capture, chunk, theirs_norm, theirs))
         print(json.dumps(rows[-1]), flush=True)
     result = {'device': _device_name(args.device), 'lamp_eager_load_s': round(loaded, 1),
-              'cases': rows, 'worst': _worst(rows)}
+              'cases': rows, 'worst': _worst(rows), 'provenance': provenance(_where(args.device))}
     print(json.dumps(result['worst']), flush=True)
     with open(args.out, 'w', encoding='utf-8') as f:
         json.dump(result, f, indent=1)
@@ -239,6 +244,11 @@ def eager(args) -> None:
 
 def as_host(value):
     return value.float().cpu().numpy() if hasattr(value, 'cpu') else np.asarray(value)
+
+
+def _where(device: str) -> str:
+    """provenance()'s device: 'cuda' where LeRobot and the artifact ran on a GPU, else 'cpu'."""
+    return 'cuda' if device.startswith('cuda') else 'cpu'
 
 
 def _device_name(device: str) -> str:
@@ -295,6 +305,7 @@ def compare(args) -> None:
               'artifact_id': runtime.id}
     result['speedup_p50'] = round(result['lerobot_select_action']['p50_ms']
                                   / result['lamp_infer']['p50_ms'], 2)
+    result['provenance'] = provenance(_where(args.device))
     print(json.dumps({k: v for k, v in result.items() if k != 'cases'}, indent=1), flush=True)
     with open(args.out, 'w', encoding='utf-8') as f:
         json.dump(result, f, indent=1)

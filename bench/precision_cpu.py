@@ -27,6 +27,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from lamp_ros.compiler.build import compile_spec  # noqa: E402
+from lamp_ros.provenance import provenance  # noqa: E402
 from lamp_ros.runtime import Runtime  # noqa: E402
 from lamp_ros.sim.evaluate import compare, controller_for, evaluate  # noqa: E402
 from lamp_ros.spec import load_spec  # noqa: E402
@@ -87,7 +88,8 @@ def main() -> int:
                   'speed_up': ms['reference'] / ms['planned'], 'closed_loop': side,
                   'plan': {g: {k: v[k] for k in ('precision', 'chosen', 'macs_lowered',
                                                  'macs_candidates', 'combined', 'steps')}
-                           for g, v in plan['groups'].items()}}
+                           for g, v in plan['groups'].items()},
+                  'provenance': provenance('cpu')}
         os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
         with open(args.out, 'w', encoding='utf-8') as f:
             json.dump(report, f, indent=1)

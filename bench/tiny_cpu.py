@@ -35,6 +35,7 @@ import numpy as np
 from lamp_ros.ops.normalize import NormStats
 from lamp_ros.policies.pi05.assets import norm_stats_path
 from lamp_ros.policies.pi05.example import DEFAULT_PROMPT, example_observation
+from lamp_ros.provenance import provenance
 from lamp_ros.runtime import Runtime
 
 SPEC = 'config/specs/pi05_tiny_random.yaml'
@@ -222,7 +223,7 @@ def main() -> None:
     report = {'what': 'ms per tick that infers, pi05_tiny on the CPU: builds with a compiler '
                       'feature off and the eager policy, interleaved in shuffled rounds',
               'runs': args.runs, 'sessions': args.sessions, 'cpus': os.cpu_count(),
-              'prompts': rows, 'peak_rss_mb': memory}
+              'prompts': rows, 'peak_rss_mb': memory, 'provenance': provenance('cpu')}
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     with open(args.out, 'w', encoding='utf-8') as f:
         json.dump(report, f, indent=1)

@@ -56,3 +56,5 @@ def test_script_reports_both_paths(tmp_path):
         'host_letterbox': 3 * 224 * 224 * 3,
         'device_letterbox': (480 * 640 + 2 * 224 * 224) * 3 + 3 * 2 * 224 * 4 * 4}
     assert to_buffers['ratio_host_over_device_letterbox'] > 0
+    assert report['provenance']['card'].startswith('CPU')
+    assert report['provenance']['command'].endswith(f'--out {out}')
