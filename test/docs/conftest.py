@@ -16,12 +16,36 @@ SUITE_BUILDS = {'config/specs/pi05_tiny.yaml': 'demo_artifact',
                 'config/specs/pi05_tiny_arm6.yaml': 'arm6_artifact'}
 
 
+STAMPED = ('requirements.txt', 'constraints.txt', 'setup.py', 'setup.cfg', 'package.xml')
+
+
+def _venv_is_current() -> bool:
+    """Whether the venv was installed from these project files (scripts/run.sh's stamp). Else
+    the docs' `bash scripts/run.sh ...` would reinstall the project, from the scratch copy, into
+    the venv the copy links to: the suite's own venv, its lamp_ros then pointing at a copy that
+    is deleted when the test ends."""
+    import hashlib
+    digest = hashlib.sha256()
+    for name in STAMPED:
+        with open(os.path.join(REPO, name), 'rb') as f:
+            digest.update(f.read())
+    try:
+        with open(os.path.join(sys.prefix, '.lamp-install-stamp'), encoding='utf-8') as f:
+            return f.read().strip() == digest.hexdigest()
+    except OSError:
+        return False
+
+
 @pytest.fixture
 def doc_run(request, tmp_path):
     """A DocRun in a fresh scratch copy; `doc_run.document('README.md')` runs a document.
     Its nodes get a ROS domain of their own: documents run side by side on the suite's
     parallel workers, and two vla_nodes in one domain would hear each other."""
     from conftest import claim_ros_domain
+    if not _venv_is_current():
+        pytest.fail(f'{sys.prefix} was installed from other project files than these: run '
+                    f'`bash scripts/run.sh test ...` (it reinstalls first), not pytest alone',
+                    pytrace=False)
     root = scratch_copy(REPO, str(tmp_path / 'repo'), sys.prefix)
     builds = {spec: functools.partial(request.getfixturevalue, fixture)
               for spec, fixture in SUITE_BUILDS.items()}
