@@ -27,6 +27,7 @@ from torch.nn import functional as F
 from lamp_ros.policies.pi05.gemma import make_attention_mask
 from lamp_ros.policies.pi05.model import posemb_sincos, suffix_attention
 from lamp_ros.policies.pi05.siglip import to_model_range
+from lamp_ros.provenance import provenance
 
 HF_DIFFERENCES = (
     'HF modules: SiglipVisionModel (no pooling head) + Linear projector, GemmaModel prefix, a '
@@ -284,9 +285,11 @@ def _synchronize(args):
 CHUNK_BYTES = 15 << 20  # the device tool brings back files of at most 16 MiB
 
 
-def torch_compile(model, args, mode='max-autotune', cache: str = '', scope: str = 'whole'):
+def torch_compile(model, args, mode='max-autotune', cache: str = '', scope: str = 'whole',
+                  backend: str = 'inductor'):
     """`torch.compile(model.sample_actions)` -> (fn, info); the first call (compilation) is
     made here with `args` under no_grad, and its wall time is info['compile_s'].
+    `backend` other than inductor (gpu_pi05.py --smoke: aot_eager) takes no mode.
 
     scope 'whole' compiles sample_actions as one program (dynamo unrolls the 10 Euler steps:
     vision, prefix and 10 x 18 expert layers in one graph). scope 'stages' compiles the
@@ -315,6 +318,9 @@ def torch_compile(model, args, mode='max-autotune', cache: str = '', scope: str 
         mode = {'max-autotune': 'max-autotune-no-cudagraphs',
                 'reduce-overhead': 'default'}.get(mode, mode)
     info = {'mode': mode, 'scope': scope, 'fullgraph': False, 'torch': torch.__version__}
+    if backend != 'inductor':  # dynamo (and AOTAutograd) alone: modes are inductor's
+        mode = info['mode'] = None
+        info['backend'] = backend
     loaded = bool(cache) and os.path.isfile(f'{cache}.json')
     if loaded:
         data, meta = read_compile_cache(cache)
@@ -322,9 +328,10 @@ def torch_compile(model, args, mode='max-autotune', cache: str = '', scope: str 
         info.update(meta)
         info['cache'] = f'loaded ({len(data) / 1e6:.1f} MB)'
     if scope == 'whole':
-        compiled = torch.compile(model.sample_actions, mode=mode, fullgraph=False)
+        compiled = torch.compile(model.sample_actions, mode=mode, fullgraph=False,
+                                 backend=backend)
     else:
-        compiled = compile_stages(model, mode)
+        compiled = compile_stages(model, mode, backend)
     start = time.perf_counter()
     with torch.no_grad():
         compiled(*args)
@@ -336,8 +343,10 @@ def torch_compile(model, args, mode='max-autotune', cache: str = '', scope: str 
             info['cache'] = 'nothing to save'
         else:
             data = saved[0]
+            on_gpu = any(isinstance(a, torch.Tensor) and a.is_cuda for a in args)
             stored = write_compile_cache(cache, data, {
-                'cold_compile_s': info['compile_s'], 'torch': torch.__version__, 'mode': mode})
+                'cold_compile_s': info['compile_s'], 'torch': torch.__version__, 'mode': mode,
+                'provenance': provenance('cuda' if on_gpu else 'cpu')})
             info['cold_compile_s'] = info['compile_s']
             info['cache'] = f'saved ({len(data) / 1e6:.1f} MB, {stored / 1e6:.1f} MB xz)'
 
@@ -346,14 +355,14 @@ def torch_compile(model, args, mode='max-autotune', cache: str = '', scope: str 
     return fn, info
 
 
-def compile_stages(model, mode: str):
+def compile_stages(model, mode: str | None, backend: str = 'inductor'):
     """sample_actions of a Pi05Model with its three stages compiled on their own and the
     expert's velocity field compiled once for every Euler step. The model is not changed: the
     expert is a shallow copy (same parameters) whose `velocity` is the compiled one."""
-    vision = torch.compile(model.vision, mode=mode)
-    prefix = torch.compile(model.prefix, mode=mode)
+    vision = torch.compile(model.vision, mode=mode, backend=backend)
+    prefix = torch.compile(model.prefix, mode=mode, backend=backend)
     expert = copy.copy(model.expert)
-    expert.velocity = torch.compile(model.expert.velocity, mode=mode)
+    expert.velocity = torch.compile(model.expert.velocity, mode=mode, backend=backend)
 
     def sample_actions(images, image_mask, token_ids, token_mask, noise):
         k_cache, v_cache, prefix_mask = prefix(vision(images), image_mask, token_ids,

@@ -39,6 +39,16 @@ eager bf16 reference on the same inputs. Keys the script cannot measure are null
 Pictures (bench/gpu_pi05_plots.py): the paths as a chart beside the report (OUT with .png), and
 with --trace-out one whole inference as a tick runs it, profiled with its CUDA graphs' kernels:
 the Chrome trace (gzipped; Perfetto opens it) and its kernel timeline (TRACE with .png).
+
+--smoke (the CPU smoke of scripts/device/lib.sh) runs the same paths on the CPU on an artifact
+of the smoke spec (scripts/device/smoke/pi05.yaml: pi05_tiny, onnxruntime, float32), a few
+runs each, so that a Python error shows before a device call: the eager reference in float32
+(the artifact's precision), HF eager at the tiny config (where transformers is installed),
+parity, the report and its chart, with wall-clock times (`lamp` is the compiled group's wall
+time; the report's `smoke` says so). What needs CUDA is null with the reason: the CUDA graph
+path, peak GPU memory, the kernel table and trace; --torch-compile and --compile-only compile
+through dynamo and AOTAutograd only (backend aot_eager), not inductor (its max-autotune kernels
+are the GPU's, and a cold CPU compile of the tiny policy takes minutes). Not figures of record.
 """
 
 import argparse
@@ -53,8 +63,17 @@ from lamp_ros.policies.pi05.config import get_preset
 from lamp_ros.policies.pi05.param_count import param_counts
 from lamp_ros.policies.pi05.model import Pi05Model
 from lamp_ros.policies.pi05.weights import init_weights
+from lamp_ros.provenance import cpu_name, provenance
 
 PEAK_TFLOPS, PEAK_TBPS = 790.0, 4.3   # bf16 dense matrix rate and copy bandwidth (FIELD-NOTES)
+SMOKE_NOTE = ('CPU smoke (--smoke): pi05_tiny on the CPU in float32, a few runs, wall-clock '
+              'times (lamp: the onnxruntime group\'s), the H200\'s roofline: not figures of '
+              'record')
+SMOKE_NOT_MEASURED = {  # what only the GPU measures (the smoke's report says why)
+    'eager_graph_ms': 'not run: a CUDA graph needs the GPU (CPU smoke)',
+    'lamp_peak_memory_gb': 'not measured: GPU memory (CPU smoke)',
+    'process_peak_memory_gb': 'not measured: GPU memory (CPU smoke)',
+}
 
 
 def cuda_graph(fn, args):
@@ -76,13 +95,22 @@ def cuda_graph(fn, args):
     return run
 
 
-def time_it(fn, args, runs):
+def time_it(fn, args, runs, warmup=5):
+    """(median ms, p99 ms, last output) of `runs` calls after `warmup`: CUDA-event times on the
+    GPU, wall times on the CPU (the smoke)."""
+    on_gpu = args[0].is_cuda
     with torch.no_grad():
-        for _ in range(5):
+        for _ in range(warmup):
             fn(*args)
-        torch.cuda.synchronize()
+        if on_gpu:
+            torch.cuda.synchronize()
         times = []
         for _ in range(runs):
+            if not on_gpu:
+                start = time.perf_counter()
+                out = fn(*args)
+                times.append((time.perf_counter() - start) * 1e3)
+                continue
             a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             a.record()
             out = fn(*args)
@@ -120,29 +148,33 @@ def rel_error(a, b):
     return float((a.float() - b.float()).norm() / b.float().norm())
 
 
-def load_artifact(path: str, runs: int):
+def load_artifact(path: str, runs: int, device: str = 'cuda', warmup: int = 5):
     """Runtime (sync) of the artifact -> (runtime, cuda group, its inputs as GPU tensors, its
-    actions, {'lamp': device ms (median, p99), 'lamp_inference': wall ms}, peak GB)."""
+    actions, {'lamp': device ms (median, p99), 'lamp_inference': wall ms}, peak GB). On the
+    CPU (the smoke): the onnxruntime group, CPU tensors, its wall ms as 'lamp', no peak."""
     from lamp_ros.runtime import Runtime
     from lamp_ros.runtime.loop import synthetic_observation
-    torch.cuda.reset_peak_memory_stats()
+    on_gpu = device == 'cuda'
+    if on_gpu:
+        torch.cuda.reset_peak_memory_stats()
     start = time.perf_counter()
     runtime = Runtime.load(path, execution='sync', profile_window=runs)
     print(f'artifact loaded in {time.perf_counter() - start:.1f} s', flush=True)
-    (group,) = [g for g in runtime.artifact.plan.groups if g.backend == 'cuda']
+    backend = 'cuda' if on_gpu else 'onnxruntime'
+    (group,) = [g for g in runtime.artifact.plan.groups if g.backend == backend]
     feeds = runtime.feeds(synthetic_observation(runtime), 0.0)
     captured = {}
     runtime.reset()
     runtime.run(feeds, capture=captured)
-    x = [torch.as_tensor(np.asarray(v)).cuda()
+    x = [torch.as_tensor(np.asarray(v)).to(device)
          for v in baseline_inputs(runtime.artifact.graph, group, captured)]
     (out_name,) = group.outputs
-    lamp_out = torch.as_tensor(np.asarray(captured[out_name], np.float32)).cuda()
+    lamp_out = torch.as_tensor(np.asarray(captured[out_name], np.float32)).to(device)
     times, text = {}, {}
 
     def measure(feeds, overlap, gpu_key, inference_key):
         runtime.overlap = overlap
-        for _ in range(5):
+        for _ in range(warmup):
             runtime.reset()
             runtime.run(feeds)
         runtime.profiler.reset()
@@ -150,7 +182,7 @@ def load_artifact(path: str, runs: int):
             runtime.reset()  # every run infers
             runtime.run(feeds)
         profile = runtime.profile()
-        gpu, inference = profile['gpu'][group.name], profile['inference']
+        gpu, inference = profile['gpu' if on_gpu else 'groups'][group.name], profile['inference']
         times[gpu_key] = (gpu['p50_ms'], gpu['p99_ms'])
         times[inference_key] = (inference['p50_ms'], inference['p99_ms'])
 
@@ -167,7 +199,7 @@ def load_artifact(path: str, runs: int):
     if axis is not None:
         text['lamp_text_length'] = runner_of(runtime, group).last_text_length
         text['lamp_prompt_tokens'] = int(np.asarray(captured[axis.mask]).sum())
-    peak = torch.cuda.max_memory_allocated() / 1e9
+    peak = torch.cuda.max_memory_allocated() / 1e9 if on_gpu else None
     return runtime, group, x, lamp_out, times, peak, text
 
 
@@ -254,31 +286,43 @@ def inference_trace(artifact: str, path: str) -> dict:
     return summary
 
 
-def draw_paths(report: dict, out: str) -> None:
-    """The report's chart beside it; a picture failing costs nothing measured."""
+def draw_paths(report: dict, out: str, strict: bool = False) -> None:
+    """The report's chart beside it; a picture failing costs nothing measured (`strict`, the
+    smoke: it fails the run)."""
     from bench.gpu_pi05_plots import paths_chart
     png = out.rsplit('.json', 1)[0] + '.png'
     try:
         paths_chart(report, png)
     except Exception as exc:
+        if strict:
+            raise
         print(f'paths chart failed: {type(exc).__name__}: {exc}', flush=True)
 
 
-def reference_model(cfg, spec: dict):
+def reference_model(cfg, spec: dict, device: str = 'cuda', dtype=torch.bfloat16):
     """The eager policy's modules with the artifact's weights (same seeds, drawn on the CPU)."""
     start = time.perf_counter()
-    with torch.device('cuda'):
-        model = Pi05Model(cfg).to(torch.bfloat16).eval()
+    with torch.device(device):
+        model = Pi05Model(cfg).to(dtype).eval()
     init_weights(model, int(spec['weights']['seed']), spec['weights'].get('stage_seeds') or {})
-    print(f'reference pi05_full on the GPU in {time.perf_counter() - start:.1f} s', flush=True)
+    where = 'the GPU' if device == 'cuda' else device
+    print(f'reference {cfg.name} on {where} in {time.perf_counter() - start:.1f} s', flush=True)
     return model
+
+
+def smoke_config(spec: dict | None):
+    """The smoke's policy config: the preset (and Euler steps) the artifact was built from,
+    pi05_tiny without one (--compile-only)."""
+    options = ((spec or {}).get('policy') or {}).get('options') or {}
+    return get_preset(options.get('preset', 'pi05_tiny'),
+                      num_steps=int(options.get('num_steps', 10)))
 
 
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument('--artifact', default='')
     parser.add_argument('--out', default='bench/results/gpu_pi05.json')
-    parser.add_argument('--runs', type=int, default=30)
+    parser.add_argument('--runs', type=int, default=None, help='timed runs (30; smoke 3)')
     parser.add_argument('--torch-compile', action='store_true')
     parser.add_argument('--lamp-only', action='store_true',
                         help="lamp's figures alone (no baselines, so no ratios or parity)")
@@ -289,11 +333,17 @@ def main():
     parser.add_argument('--compile-cache', default='')
     parser.add_argument('--compile-only', action='store_true')
     parser.add_argument('--compile-scope', choices=('whole', 'stages'), default='whole')
+    parser.add_argument('--smoke', action='store_true',
+                        help='the CPU smoke: a smoke-spec artifact on the CPU (module doc)')
     args = parser.parse_args()
+    smoke = args.smoke
+    device, dtype = ('cpu', torch.float32) if smoke else ('cuda', torch.bfloat16)
+    runs, warmup = args.runs or (3 if smoke else 30), 1 if smoke else 5
+    backend = 'aot_eager' if smoke else 'inductor'  # the torch.compile baseline's
     torch.backends.cuda.matmul.allow_tf32 = False
-    cfg = get_preset('pi05_full')
     if args.compile_only:
-        compile_only(cfg, args.compile_cache, args.compile_scope)
+        cfg = smoke_config(None) if smoke else get_preset('pi05_full')
+        compile_only(cfg, args.compile_cache, args.compile_scope, device, dtype, backend)
         return
     if not args.artifact:
         parser.error('--artifact is required (unless --compile-only)')
@@ -301,21 +351,26 @@ def main():
         spec = json.load(f)
     with open(os.path.join(args.artifact, 'evidence', 'build.json')) as f:
         build = json.load(f)
-    runtime, group, x, lamp_out, results, lamp_peak, text = load_artifact(args.artifact,
-                                                                          args.runs)
-    print(f"lamp: {results['lamp'][0]:.2f} ms (GPU time of the artifact's CUDA graph)",
-          flush=True)
+    cfg = smoke_config(spec) if smoke else get_preset('pi05_full')
+    runtime, group, x, lamp_out, results, lamp_peak, text = load_artifact(
+        args.artifact, runs, device, warmup)
+    print(f"lamp: {results['lamp'][0]:.2f} ms " + (
+        '(wall time of the artifact\'s onnxruntime group: CPU smoke)' if smoke else
+        "(GPU time of the artifact's CUDA graph)"), flush=True)
     for key in ('lamp_inference', 'lamp_full_prompt', 'lamp_full_prompt_inference'):
         if key in results:
             print(f'{key}: {results[key][0]:.2f} ms (p99 {results[key][1]:.2f})', flush=True)
     if text:
         print(f'prompt lengths: {text}', flush=True)
-    if args.kernels_out:
+    if smoke and (args.kernels_out or args.trace_out):
+        print('kernel table and inference trace: not taken (CPU smoke: the CUDA group\'s '
+              'kernels through CUPTI need the GPU)', flush=True)
+    elif args.kernels_out:
         try:
             kernel_table(runtime, args.kernels_out)
         except Exception as exc:  # the profile is a diagnostic, not a figure
             print(f'kernel table failed: {type(exc).__name__}: {exc}', flush=True)
-    if args.trace_out:
+    if args.trace_out and not smoke:
         try:
             inference_trace(args.artifact, args.trace_out)
         except Exception as exc:  # a diagnostic too
@@ -323,34 +378,37 @@ def main():
     outs, not_measured, infos = {}, {}, {'hf_eager_info': {}, 'torch_compile_info': {}, **text}
     if not args.torch_compile:
         not_measured['torch_compile_ms'] = 'not run: pass --torch-compile (minutes of autotuning)'
+    if smoke:
+        not_measured.update(SMOKE_NOT_MEASURED)
 
     def save(pending=()):
         """Write the report so far (after every path: a run killed by a time limit keeps what
         it measured; `pending` names the paths still to come)."""
         report = make_report(cfg, runtime, group, build, results, outs, lamp_out, lamp_peak,
                              {**not_measured, **{f'{p}_ms': 'pending: the run ended before it'
-                                                 for p in pending}}, infos)
+                                                 for p in pending}}, infos, device)
         os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
         with open(args.out, 'w') as f:
             json.dump(report, f, indent=1)
         return report
 
-    todo = ['eager', 'eager_graph'] + (['torch_compile'] if args.torch_compile else []) + [
-        'hf_eager']
+    todo = ['eager'] + ([] if smoke else ['eager_graph']) + (
+        ['torch_compile'] if args.torch_compile else []) + ['hf_eager']
     if args.lamp_only:
         not_measured.update({f'{p}_ms': 'not run: --lamp-only' for p in ['torch_compile', *todo]})
         not_measured['parity_max_rel_error'] = ('not run: --lamp-only (the build measured it: '
                                                 'evidence/parity.json)')
-        draw_paths(save(), args.out)
+        draw_paths(save(), args.out, strict=smoke)
         return
     save(todo)  # lamp's own figures first: a run stopped in the baselines still keeps them
-    model = reference_model(cfg, spec)
+    model = reference_model(cfg, spec, device, dtype)
 
     def eager(*a):
         return model.sample_actions(*a)
 
-    for name, fn in (('eager', eager), ('eager_graph', cuda_graph(eager, x))):
-        *results[name], outs[name] = time_it(fn, x, args.runs)
+    paths = [('eager', eager)] + ([] if smoke else [('eager_graph', cuda_graph(eager, x))])
+    for name, fn in paths:
+        *results[name], outs[name] = time_it(fn, x, runs, warmup)
         print(f'{name}: {results[name][0]:.2f} ms', flush=True)
         todo.remove(name)
         save(todo)
@@ -358,32 +416,37 @@ def main():
     if args.torch_compile:
         from bench.baselines import torch_compile
         fn, infos['torch_compile_info'] = torch_compile(model, x, cache=args.compile_cache,
-                                                        scope=args.compile_scope)
-        if args.compile_scope == 'stages':  # inductor's CUDA graphs are off: one of our own
-            fn = cuda_graph(fn, x)
+                                                        scope=args.compile_scope,
+                                                        backend=backend)
+        if args.compile_scope == 'stages' and not smoke:  # inductor's CUDA graphs are off:
+            fn = cuda_graph(fn, x)  # one of our own
             infos['torch_compile_info']['cuda_graph'] = 'one, around the whole call (bench)'
-        *results['torch_compile'], out = time_it(fn, x, args.runs)
+        *results['torch_compile'], out = time_it(fn, x, runs, warmup)
         outs['torch_compile'] = out.clone()  # a CUDA graph's output buffer, freed below
         print(f"torch_compile: {results['torch_compile'][0]:.2f} ms "
               f"(compiled in {infos['torch_compile_info'].get('compile_s', 0):.0f} s)",
               flush=True)
         del fn
-        torch.cuda.empty_cache()
+        if not smoke:
+            torch.cuda.empty_cache()
         todo.remove('torch_compile')
         save(todo)
     try:
         from bench.baselines import hf_eager
-        fn, infos['hf_eager_info'] = hf_eager(cfg)
-        *results['hf_eager'], _ = time_it(fn, x, args.runs)
+        fn, infos['hf_eager_info'] = hf_eager(cfg, device, dtype)
+        *results['hf_eager'], _ = time_it(fn, x, runs, warmup)
         print(f"hf_eager: {results['hf_eager'][0]:.2f} ms", flush=True)
         del fn
-        torch.cuda.empty_cache()
+        if not smoke:
+            torch.cuda.empty_cache()
     except Exception as exc:  # a baseline failing must not cost the other figures
+        if smoke and getattr(exc, 'name', None) != 'transformers':
+            raise  # in the smoke, whose point is to fail on it (transformers may be absent)
         not_measured['hf_eager_ms'] = f'{type(exc).__name__}: {exc}'
         print(f'hf_eager not measured: {not_measured["hf_eager_ms"]}', flush=True)
     todo.remove('hf_eager')
     report = save(todo)
-    draw_paths(report, args.out)
+    draw_paths(report, args.out, strict=smoke)
     ms, lamp_ms = report['median_ms'], report['lamp_ms']
     for key in ('hf_eager', 'eager', 'eager_graph', 'torch_compile', 'lamp', 'lamp_inference',
                 'lamp_inference_serial', 'lamp_gpu_overlapped', 'lamp_full_prompt',
@@ -395,7 +458,7 @@ def main():
     print('lamp stages (p50 ms): ' + ', '.join(f'{k} {v:.2f}' for k, v in stages.items()))
     for key in ('roofline_ms', 'pct_of_roofline', 'parity_max_rel_error', 'lamp_peak_memory_gb',
                 'build_total_s'):
-        print(f'{key:28s} {report[key]:.4g}')
+        print(f'{key:28s} ' + ('null' if report[key] is None else f'{report[key]:.4g}'))
     for key in ('lamp_prompt_tokens', 'lamp_text_length', 'lamp_full_prompt_tokens',
                 'lamp_text_lengths'):
         if key in report:
@@ -425,20 +488,24 @@ def stage_times(profile: dict) -> dict:
             for name, stats in sorted(profile[kind].items()) if stats}
 
 
-def compile_only(cfg, cache: str, scope: str = 'whole') -> None:
+def compile_only(cfg, cache: str, scope: str = 'whole', device: str = 'cuda',
+                 dtype=torch.bfloat16, backend: str = 'inductor') -> None:
     """The torch.compile baseline's cold compile alone, its cache saved for a later run."""
     if not cache:
         raise SystemExit('--compile-only needs --compile-cache')
     from bench.baselines import torch_compile
-    model = reference_model(cfg, {'weights': {'seed': 0}})
-    _, info = torch_compile(model, synthetic_inputs(cfg), cache=cache, scope=scope)
+    model = reference_model(cfg, {'weights': {'seed': 0}}, device, dtype)
+    _, info = torch_compile(model, synthetic_inputs(cfg, device), cache=cache, scope=scope,
+                            backend=backend)
     print(f"torch_compile: compiled in {info['compile_s']:.0f} s; cache {info.get('cache')}",
           flush=True)
 
 
 def make_report(cfg, runtime, group, build, results, outs, lamp_out, lamp_peak, not_measured,
-                infos) -> dict:
-    """gpu_pi05.json from what has been measured (keys of paths not yet run are None)."""
+                infos, device: str = 'cuda') -> dict:
+    """gpu_pi05.json from what has been measured (keys of paths not yet run are None); on the
+    CPU (the smoke) with its CPU's name, float32 and no GPU memory."""
+    on_gpu = device == 'cuda'
     roof = roofline(cfg)
     ref = outs.get('eager')  # the parity reference; None until the eager path has run
     if ref is None:
@@ -446,14 +513,15 @@ def make_report(cfg, runtime, group, build, results, outs, lamp_out, lamp_peak, 
     ms = {k: v[0] for k, v in results.items()}
     lamp_ms = ms['lamp']
     report = {
-        'device': torch.cuda.get_device_name(), 'torch': torch.__version__,
+        'device': torch.cuda.get_device_name() if on_gpu else cpu_name(),
+        'torch': torch.__version__,
         'artifact_id': runtime.id, 'build_seconds': build['stage_seconds'],
         'build_total_s': sum(build['stage_seconds'].values()),
         'kernels': group.build.get('kernels', {}), 'tiles': group.build.get('tiles', {}),
         'tuning': build.get('groups', {}).get(group.name, {}).get('tuning', {}),
         'shapes': {'cameras': 3, 'image': cfg.vision.image_size,
                    'prompt_tokens': cfg.max_token_len, 'horizon': cfg.action_horizon,
-                   'steps': cfg.num_steps, 'dtype': 'bf16'},
+                   'steps': cfg.num_steps, 'dtype': 'bf16' if on_gpu else 'fp32'},
         'hf_eager_ms': ms.get('hf_eager'), 'torch_compile_ms': ms.get('torch_compile'),
         'lamp_ms': lamp_ms, 'roofline_ms': roof['total_ms'],
         'parity_max_rel_error': None if ref is None else rel_error(lamp_out, ref),
@@ -466,9 +534,12 @@ def make_report(cfg, runtime, group, build, results, outs, lamp_out, lamp_peak, 
         'lamp_peak_memory_gb': lamp_peak,
         'lamp_stage_p50_ms': stage_times(runtime.profile()),
         'lamp_phases': getattr(runner_of(runtime, group), 'phases', None),
-        'process_peak_memory_gb': torch.cuda.max_memory_allocated() / 1e9,
+        'process_peak_memory_gb': torch.cuda.max_memory_allocated() / 1e9 if on_gpu else None,
         **infos, 'not_measured': not_measured,
+        'provenance': provenance(device),
     }
+    if not on_gpu:
+        report['smoke'] = SMOKE_NOTE
     if 'torch_compile' in outs and ref is not None:
         report['parity_rel_error_torch_compile'] = rel_error(outs['torch_compile'], ref)
     return report

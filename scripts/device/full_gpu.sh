@@ -8,7 +8,7 @@
 #   4. a 2-minute async soak at 22 Hz (scripts/device/soak.py; SOAK_SECONDS overrides, 0 skips)
 # SKIP_TINY=1 skips the quick fp32 build of pi05_tiny_cuda before the full one; SKIP_CHECK=1
 # the kernel check, SKIP_BENCH=1 the bench, and SKIP_BUILD=1 reuses the artifact a previous call
-# left in /tmp/pi05_full (the device tool keeps a warm machine's /tmp for a few seconds only, so
+# left in $work/pi05_full (the device tool keeps a warm machine's /tmp for a few seconds only, so
 # a 10-minute call limit can still fit build + soak, then bench + torch.compile, back to back).
 # torch.compile max-autotune of the reference compiles for longer than one call leaves after the
 # rest, so it takes two calls: first, alone (no artifact needed),
@@ -26,16 +26,19 @@
 # beside it. The pack is written under a temporary name and renamed before anything is deleted,
 # so a kill in the middle of it leaves the loose files or the whole pack, never neither (a kill
 # during the old delete-then-move pack lost a whole call's results).
+# SMOKE=1 (scripts/device/lib.sh) runs every step on the CPU: the kernel check in Triton's
+# interpreter at small shapes, the smoke spec for both builds, the bench's --smoke on that CPU
+# artifact, and the soak on it; a failing step fails the script (the bench too).
+# smoke: SMOKE=1 SOAK_SECONDS=3 bash scripts/device/full_gpu.sh
 set -euo pipefail
-out="$(realpath -m "${OUT:-out}")"
-mkdir -p "$out"
+. scripts/device/lib.sh
 script_start=$(date +%s)
 pack() {
   [ "$(find "$out" -type f | wc -l)" -le 8 ] && return
   # packed outside $out: tar of a folder that holds its own growing archive stops with "file
   # changed as we read it" (status 1), which once left every file over the 8 behind
   local tmp
-  tmp="$(mktemp /tmp/results.XXXXXX)"
+  tmp="$(mktemp "$work/results.XXXXXX")"
   tar czf "$tmp" -C "$out" . || return
   mv "$tmp" "$out/pack.part" && mv "$out/pack.part" "$out/results.tgz"
   find "$out" -mindepth 1 ! -name results.tgz -delete
@@ -47,21 +50,22 @@ left() {  # `timeout` for a step: the seconds DEADLINE_S leaves, or a day withou
   local s=$(( ${DEADLINE_S:-86400} - ($(date +%s) - script_start) ))
   echo $(( s > 1 ? s : 1 ))
 }
-export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee "$out/gpu.txt"
+smoke_flag=""  # the Python steps' --smoke in a smoke
+! smoke || smoke_flag=--smoke
+card
 if [ -z "${SKIP_CHECK:-}" ]; then
-  python3 scripts/device/kernels_check.py 2>&1 | tee "$out/kernels_check.txt"
+  python3 scripts/device/kernels_check.py ${smoke_flag} 2>&1 | tee "$out/kernels_check.txt"
 fi
 if [ -z "${SKIP_TINY:-}" ]; then
   # the whole path at fp32 on the tiny policy first (passes + kernels; parity 1e-4): fails fast
-  python3 -m lamp_ros.cli compile config/specs/pi05_tiny_cuda.yaml --out /tmp/pi05_tiny_cuda \
+  compile_spec "$(smoke_spec config/specs/pi05_tiny_cuda.yaml)" "$work/pi05_tiny_cuda" \
     2>&1 | tail -5 | tee "$out/compile_tiny.log"
 fi
-art=/tmp/pi05_full
+art="$work/pi05_full"
 if [ -z "${SKIP_BUILD:-}" ]; then
   start=$(date +%s)
   rc=0
-  python3 -m lamp_ros.cli compile config/specs/pi05_full.yaml --out "$art" 2>&1 \
+  compile_spec "$(smoke_spec config/specs/pi05_full.yaml)" "$art" 2>&1 \
     | tee "$out/compile_full.log" || rc=$?
   # a parity failure (3) still leaves the artifact: measure it, the log says it failed
   echo "lamp compile pi05_full: rc $rc, $(( $(date +%s) - start )) s wall" \
@@ -70,11 +74,12 @@ if [ -z "${SKIP_BUILD:-}" ]; then
 fi
 cp "$art/plan.json" "$art/evidence/parity.json" "$art/evidence/build.json" "$out/"
 if [ -z "${SKIP_BENCH:-}" ]; then
+  # a bench stopped by DEADLINE_S keeps what it saved, and the soak still runs; not in a smoke
   timeout "$(left)" python3 bench/gpu_pi05.py --artifact "$art" --out "$out/gpu_pi05.json" \
     --kernels-out "$out/lamp_kernels.txt" --trace-out "$out/lamp_trace.json.gz" \
-    ${COMPILE_CACHE:+--compile-cache "$COMPILE_CACHE"} \
+    ${COMPILE_CACHE:+--compile-cache "$COMPILE_CACHE"} ${smoke_flag} \
     ${BENCH_ARGS:-} 2>&1 | tee "$out/bench.txt" \
-    || echo "bench stopped: rc $?" | tee -a "$out/bench.txt"
+    || { rc=$?; echo "bench stopped: rc $rc" | tee -a "$out/bench.txt"; ! smoke || exit "$rc"; }
 fi
 if [ "${SOAK_SECONDS:-120}" != 0 ]; then
   timeout "$(left)" python3 scripts/device/soak.py "$art" --seconds "${SOAK_SECONDS:-120}" \

@@ -8,7 +8,11 @@ compute), which also counts ticks the loop had to skip. Inference runs in the Ru
 thread; every tick after the first chunk must produce a finite command. Writes soak.json
 (figures), soak_trace.json (Chrome / Perfetto trace), soak_ticks.png (tick latency and start
 lateness over time) and soak_hist.png (histograms) under --out.
+
+Nothing here needs a GPU: full_gpu.sh's CPU smoke soaks its CPU artifact for a few seconds
+(SOAK_SECONDS).
 """
+# smoke: run by full_gpu.sh
 
 import argparse
 import json
@@ -17,6 +21,7 @@ import time
 
 import numpy as np
 
+from lamp_ros.provenance import provenance
 from lamp_ros.runtime import Runtime
 from lamp_ros.runtime.loop import synthetic_observation
 
@@ -106,7 +111,8 @@ def main() -> None:
         runtime.close()
     result.update(load_s=load_s, artifact_id=runtime.id, inference=profile['inference'],
                   gpu=profile['gpu'], runtime_deadline_misses=profile['deadline_misses'],
-                  inference_errors=profile['inference_errors'])
+                  inference_errors=profile['inference_errors'],
+                  provenance=provenance('cuda' if runtime.device.startswith('cuda') else 'cpu'))
     plot(result, profile, args.out)
     with open(os.path.join(args.out, 'soak.json'), 'w') as f:
         json.dump(result, f, indent=1)

@@ -1,8 +1,10 @@
 """Time `Runtime.run` of an artifact on one example observation (inference every call).
 
-Usage: python3 scripts/device/time_runtime.py ARTIFACT [--n 200]
-Prints median / p90 / p99 milliseconds of a full inference tick (host stages included).
+Usage: python3 scripts/device/time_runtime.py ARTIFACT [--n 200] [--warmup 10]
+Prints median / p90 / p99 milliseconds of a full inference tick (host stages included). Any
+artifact, on the device it was built for: cuda_tiny.sh's CPU smoke times its CPU artifact.
 """
+# smoke: run by cuda_tiny.sh
 
 import argparse
 import time
@@ -19,12 +21,13 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument('artifact')
     parser.add_argument('--n', type=int, default=200)
+    parser.add_argument('--warmup', type=int, default=10)
     args = parser.parse_args()
     runtime = Runtime.load(args.artifact)
     stats = NormStats.load(norm_stats_path())
     obs = example_observation(stats)
     feeds = runtime.feeds(obs, 0.0)
-    for _ in range(10):
+    for _ in range(args.warmup):
         runtime.reset()
         runtime.run(feeds)
     times = []

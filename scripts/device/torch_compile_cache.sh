@@ -10,25 +10,31 @@
 # $OUT/inductor_partial.tgz.NNN (15 MiB pieces: a larger file does not come back). Copy them
 # into .compile_cache/ here, carry it, and pass PARTIAL=.compile_cache/inductor_partial.tgz:
 # the next call resumes from the kernels and autotuning results already made.
+# SMOKE=1 (scripts/device/lib.sh): gpu_pi05.py --compile-only --smoke, pi05_tiny on the CPU
+# through dynamo and AOTAutograd alone (no inductor: its max-autotune kernels are the GPU's),
+# which leaves no portable cache, so the partial pack runs too (of an empty cache folder).
+# smoke: SMOKE=1 bash scripts/device/torch_compile_cache.sh
 set -uo pipefail
-out="$(realpath -m "${OUT:-out}")"
-mkdir -p "$out"
-export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
-export TORCHINDUCTOR_CACHE_DIR=/tmp/inductor TRITON_CACHE_DIR=/tmp/inductor/triton
-mkdir -p /tmp/inductor
-if [ -n "${PARTIAL:-}" ]; then cat "$PARTIAL".[0-9][0-9][0-9] | tar xzf - -C /tmp/inductor; fi
-timeout "${LIMIT_S:-570}" python3 bench/gpu_pi05.py --compile-only \
+. scripts/device/lib.sh
+inductor="$work/inductor"
+export TORCHINDUCTOR_CACHE_DIR="$inductor" TRITON_CACHE_DIR="$inductor/triton"
+mkdir -p "$inductor"
+if [ -n "${PARTIAL:-}" ]; then cat "$PARTIAL".[0-9][0-9][0-9] | tar xzf - -C "$inductor"; fi
+smoke_flag=""
+! smoke || smoke_flag=--smoke
+timeout "${LIMIT_S:-570}" python3 bench/gpu_pi05.py --compile-only ${smoke_flag} \
   --compile-scope "${SCOPE:-stages}" --compile-cache "$out/torch_compile.cache" 2>&1 \
   | grep -v '^/opt/' | tee "$out/compile_only.log"
 rc=${PIPESTATUS[0]}
 echo "compile-only rc $rc" | tee -a "$out/compile_only.log"
 if [ ! -f "$out/torch_compile.cache.json" ]; then
-  tar czf /tmp/inductor_partial.tgz -C /tmp/inductor .
-  if [ "$(stat -c %s /tmp/inductor_partial.tgz)" -gt 60000000 ]; then  # over what comes back:
-    (cd /tmp/inductor && find . -type f -size -256k -print0 \
-      | tar czf /tmp/inductor_partial.tgz --null -T -)              # the small files alone
+  partial="$work/inductor_partial.tgz"
+  tar czf "$partial" -C "$inductor" .
+  if [ "$(stat -c %s "$partial")" -gt 60000000 ]; then  # over what comes back:
+    (cd "$inductor" && find . -type f -size -256k -print0 \
+      | tar czf "$partial" --null -T -)              # the small files alone
   fi
-  split -b 15M -d -a 3 /tmp/inductor_partial.tgz "$out/inductor_partial.tgz."
+  split -b 15M -d -a 3 "$partial" "$out/inductor_partial.tgz."
   ls -l "$out" | tee -a "$out/compile_only.log"
 fi
 exit "$rc"
