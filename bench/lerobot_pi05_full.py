@@ -231,7 +231,7 @@ def eager(args) -> None:
         rows.append(row(i, capture, chunk, theirs_norm, theirs))
         print(json.dumps(rows[-1]), flush=True)
     result = {'device': _device_name(args.device), 'lamp_eager_load_s': round(loaded, 1),
-              'cases': rows, 'worst': _worst(rows)}
+              'cases': rows, 'worst': _worst(rows), 'provenance': _provenance(args.device)}
     print(json.dumps(result['worst']), flush=True)
     with open(args.out, 'w', encoding='utf-8') as f:
         json.dump(result, f, indent=1)
@@ -244,6 +244,11 @@ def as_host(value):
 def _device_name(device: str) -> str:
     import torch
     return torch.cuda.get_device_name(0) if device.startswith('cuda') else 'cpu'
+
+
+def _provenance(device: str) -> dict:
+    from lamp_ros.provenance import provenance
+    return provenance('cuda' if device.startswith('cuda') else 'cpu')
 
 
 def _worst(rows) -> dict:
@@ -295,6 +300,7 @@ def compare(args) -> None:
               'artifact_id': runtime.id}
     result['speedup_p50'] = round(result['lerobot_select_action']['p50_ms']
                                   / result['lamp_infer']['p50_ms'], 2)
+    result['provenance'] = _provenance(args.device)
     print(json.dumps({k: v for k, v in result.items() if k != 'cases'}, indent=1), flush=True)
     with open(args.out, 'w', encoding='utf-8') as f:
         json.dump(result, f, indent=1)
