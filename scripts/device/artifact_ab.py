@@ -1,3 +1,4 @@
+# smoke: run by refactor_ab.sh
 """Two artifacts timed in one process, in turns: GPU time, whole inference and host stages.
 
     python3 scripts/device/artifact_ab.py A B [--runs 30] [--order a,b,a,b] [--out FILE]
