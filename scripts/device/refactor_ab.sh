@@ -16,7 +16,10 @@
 set -euo pipefail
 script_start=$(date +%s)
 . scripts/device/lib.sh
-not_in_smoke() { ! smoke; }  # `cmd || not_in_smoke`: a device run goes on, a smoke fails
+not_in_smoke() {  # `cmd > LOG || not_in_smoke LOG`: a device run goes on past a failed cmd,
+  # a smoke shows the end of its log and fails
+  if smoke; then tail -n 20 "$1"; return 1; fi
+}
 if smoke; then
   base="$(realpath "${BASE:-$PWD}")"
 else
@@ -42,7 +45,8 @@ build base "$work/ab_base" "$out/compile_base.log"
 build new "$work/ab_new" "$out/compile_new.log"
 cp "$work/ab_base/evidence/parity.json" "$out/parity_base.json"
 cp "$work/ab_new/evidence/parity.json" "$out/parity_new.json"
-python3 -m lamp_ros.cli diff "$work/ab_base" "$work/ab_new" > "$out/diff.txt" 2>&1 || not_in_smoke
+python3 -m lamp_ros.cli diff "$work/ab_base" "$work/ab_new" > "$out/diff.txt" 2>&1 \
+  || not_in_smoke "$out/diff.txt"
 on=()
 if smoke; then on=(--device cpu); fi
 left=$(( ${DEADLINE_S:-86400} - ($(date +%s) - script_start) ))

@@ -11,7 +11,10 @@
 # smoke: SMOKE=1 bash scripts/device/same_id.sh
 set -euo pipefail
 . scripts/device/lib.sh
-not_in_smoke() { ! smoke; }  # `cmd || not_in_smoke`: a device run goes on, a smoke fails
+not_in_smoke() {  # `cmd > LOG || not_in_smoke LOG`: a device run goes on past a failed cmd,
+  # a smoke shows the end of its log and fails
+  if smoke; then tail -n 20 "$1"; return 1; fi
+}
 card
 if smoke; then
   gpu='CPU smoke'
@@ -21,13 +24,15 @@ else
   cache=()
 fi
 spec="$(smoke_spec config/specs/pi05_tiny_cuda.yaml)"
-compile_spec "$spec" "$work/cold" --measure-tiles > "$out/cold.log" 2>&1
+compile_spec "$spec" "$work/cold" --measure-tiles > "$out/cold.log" 2>&1 \
+  || { tail -n 20 "$out/cold.log"; exit 1; }
 python3 scripts/update_tile_cache.py "$work/cold/plan.json" "$work/cold/evidence/build.json" \
   "$gpu" "${cache[@]}" | tee "$out/cache.txt"
-compile_spec "$spec" "$work/warm" > "$out/warm.log" 2>&1
-python3 -m lamp_ros.cli diff "$work/cold" "$work/warm" > "$out/diff.txt" 2>&1 || not_in_smoke
+compile_spec "$spec" "$work/warm" > "$out/warm.log" 2>&1 || { tail -n 20 "$out/warm.log"; exit 1; }
+python3 -m lamp_ros.cli diff "$work/cold" "$work/warm" > "$out/diff.txt" 2>&1 \
+  || not_in_smoke "$out/diff.txt"
 python3 -m lamp_ros.cli diff "$work/cold" "$work/warm" --json > "$out/diff.json" 2>&1 \
-  || not_in_smoke
+  || not_in_smoke "$out/diff.json"
 python3 - "$out" "$work" "$(smoke && echo cpu || echo cuda)" <<'PY'
 import json, os, sys
 from lamp_ros.provenance import provenance
