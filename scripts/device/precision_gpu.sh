@@ -137,8 +137,11 @@ deadline=$(( $(date +%s) + ${WAIT_S:-540} ))
 while running && [ ! -f "$dir/done" ] && [ "$(date +%s)" -lt "$deadline" ]; do
   if smoke; then sleep 1; else sleep 5; fi
 done
-if [ -f "$dir/done" ]; then echo "job done (status $(cat "$dir/done"))"; else
-  echo "job still running"; fi
+if [ -f "$dir/done" ]; then
+  echo "job done (status $(cat "$dir/done"))"
+else
+  echo "job still running"
+fi
 tail -n 30 "$dir/job.log" || true
 collect
 if smoke && [ "$(cat "$dir/done" 2>/dev/null)" != 0 ]; then
