@@ -3,6 +3,7 @@ latency and its actions' error against the float32 eager policy.
 
     python3 bench/precision_gpu.py --spec SPEC --artifact NAME=PATH [--artifact NAME=PATH ...]
                                    [--runs 200] [--held-out 8] [--skip 4] [--out FILE.json]
+                                   [--device cpu]
 
 SPEC's eager pipeline, in float32 on the GPU, is the reference. The observations are the
 spec's parity observations after the first `--skip` (a precision plan calibrates on the first
@@ -14,6 +15,9 @@ ones: these are held out). Per artifact:
   the artifacts taking turns in blocks of 20 so that drift hits all alike;
 - its build time (evidence/build.json) and, for a planned one, what its plan chose.
 Writes the JSON and, beside it, a PNG (latency against error).
+
+`--device cpu` (scripts/device/precision_gpu.sh's smoke): CPU artifacts against the float32
+eager policy on the CPU; with no GPU time, the whole inference is timed and drawn.
 """
 
 import argparse
@@ -25,6 +29,8 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+
+from lamp_ros.provenance import provenance  # noqa: E402  (ROOT on the path first)
 
 BLOCK = 20
 
@@ -78,7 +84,9 @@ def main() -> int:
     ap.add_argument('--held-out', type=int, default=8)
     ap.add_argument('--skip', type=int, default=4)
     ap.add_argument('--out', default='precision_gpu.json')
+    ap.add_argument('--device', choices=('cuda', 'cpu'), default='cuda')
     args = ap.parse_args()
+    on_gpu = args.device == 'cuda'
     import torch
     from lamp_ros.artifact.load import open_artifact
     from lamp_ros.compiler.parity import eager_names, parity_observations
@@ -88,7 +96,7 @@ def main() -> int:
     from lamp_ros.trace.from_spec import build_pipeline
 
     named = [a.split('=', 1) for a in args.artifact]
-    pipeline = build_pipeline(load_spec(args.spec), device='cuda')
+    pipeline = build_pipeline(load_spec(args.spec), device=args.device)
     observations = parity_observations(pipeline, args.skip + args.held_out)[args.skip:]
     first = open_artifact(named[0][1])
     chunk = next(n for n in first.graph.nodes if n.op == 'chunker')
@@ -101,7 +109,8 @@ def main() -> int:
     for name, path in named:
         print(f'load {name}: {path}', flush=True)
         runtimes[name] = Runtime.load(path, profile_window=args.runs)
-    report = {'gpu': torch.cuda.get_device_name(0), 'torch': torch.__version__,
+    report = {'gpu': torch.cuda.get_device_name(0) if on_gpu else provenance('cpu')['card'],
+              'torch': torch.__version__,
               'spec': os.path.basename(args.spec), 'runs': args.runs,
               'held_out_observations': len(observations), 'artifacts': {}}
     for name, runtime in runtimes.items():
@@ -116,21 +125,26 @@ def main() -> int:
             rt.reset()
             rt.run(feeds[name])
         rt.profiler.reset()
-    for _ in range(0, args.runs, BLOCK):
+    block = min(BLOCK, args.runs)
+    for _ in range(0, args.runs, block):
         for name, rt in runtimes.items():
-            for _ in range(BLOCK):
+            for _ in range(block):
                 rt.reset()  # every run infers
                 rt.run(feeds[name])
     for name, rt in runtimes.items():
         profile = rt.profile()
-        (group,) = [g for g in rt.artifact.plan.groups if g.backend == 'cuda']
-        gpu, inference = profile['gpu'][group.name], profile['inference']
-        entry = report['artifacts'][name]
-        entry.update(gpu_p50_ms=gpu['p50_ms'], gpu_p99_ms=gpu['p99_ms'],
-                     inference_p50_ms=inference['p50_ms'], inference_p99_ms=inference['p99_ms'])
-        print(f'{name}: GPU p50 {gpu["p50_ms"]:.2f} ms p99 {gpu["p99_ms"]:.2f} ms; inference '
-              f'p50 {inference["p50_ms"]:.2f} ms; cosine {entry["cosine"]:.6f}, max rel '
-              f'{entry["max_rel"]:.4f}; build {entry["build_s"]} s', flush=True)
+        inference, entry = profile['inference'], report['artifacts'][name]
+        gpu = ''
+        if on_gpu:  # the cuda group's CUDA graphs (a CPU artifact has none)
+            (group,) = [g for g in rt.artifact.plan.groups if g.backend == 'cuda']
+            times = profile['gpu'][group.name]
+            entry.update(gpu_p50_ms=times['p50_ms'], gpu_p99_ms=times['p99_ms'])
+            gpu = f'GPU p50 {times["p50_ms"]:.2f} ms p99 {times["p99_ms"]:.2f} ms; '
+        entry.update(inference_p50_ms=inference['p50_ms'], inference_p99_ms=inference['p99_ms'])
+        print(f'{name}: {gpu}inference p50 {inference["p50_ms"]:.2f} ms; cosine '
+              f'{entry["cosine"]:.6f}, max rel {entry["max_rel"]:.4f}; build '
+              f'{entry["build_s"]} s', flush=True)
+    report['provenance'] = provenance(args.device)
     with open(args.out, 'w', encoding='utf-8') as f:
         json.dump(report, f, indent=1)
     draw(report, os.path.splitext(args.out)[0] + '.png')
@@ -141,13 +155,16 @@ def draw(report: dict, path: str) -> None:
     from matplotlib.figure import Figure
     fig = Figure(figsize=(7, 4.5))
     ax = fig.subplots()
+    kind = 'gpu' if all('gpu_p50_ms' in a for a in report['artifacts'].values()) else 'inference'
     for name, a in report['artifacts'].items():
-        ax.errorbar(a['gpu_p50_ms'], 1.0 - a['cosine'],
-                    xerr=[[0], [a['gpu_p99_ms'] - a['gpu_p50_ms']]], fmt='o', capsize=3)
-        ax.annotate(f'{name}\nmax rel {a["max_rel"]:.3f}', (a['gpu_p50_ms'], 1.0 - a['cosine']),
+        error = max(1.0 - a['cosine'], 1e-12)  # a float32 artifact can match exactly: log axis
+        ax.errorbar(a[f'{kind}_p50_ms'], error,
+                    xerr=[[0], [a[f'{kind}_p99_ms'] - a[f'{kind}_p50_ms']]], fmt='o', capsize=3)
+        ax.annotate(f'{name}\nmax rel {a["max_rel"]:.3f}', (a[f'{kind}_p50_ms'], error),
                     fontsize=7, xytext=(4, 4), textcoords='offset points')
     ax.set_yscale('log')
-    ax.set_xlabel('GPU ms per inference (p50, bar to p99)')
+    ax.set_xlabel({'gpu': 'GPU ms per inference (p50, bar to p99)',
+                   'inference': 'ms per whole inference (p50, bar to p99)'}[kind])
     ax.set_ylabel('1 - cosine of the actions vs float32 eager')
     ax.set_title(f'{report["spec"]} on {report["gpu"]}')
     fig.tight_layout()

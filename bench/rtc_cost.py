@@ -23,6 +23,8 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
+from lamp_ros.provenance import provenance  # noqa: E402  (ROOT on the path first)
+
 DELAY = 5
 
 
@@ -105,6 +107,7 @@ def main() -> int:
     report['artifact_ms'] = artifact_costs(args.plain, args.rtc, args.guided, args.spec,
                                            args.runs)
     report['eager_ms'] = eager_costs(args.spec, args.eager_runs, args.device)
+    report['provenance'] = provenance('cuda' if args.device.startswith('cuda') else 'cpu')
     for kind in ('artifact_ms', 'eager_ms'):
         base = report[kind]['plain']
         for name, ms in report[kind].items():

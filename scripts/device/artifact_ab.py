@@ -1,6 +1,8 @@
+# smoke: run by refactor_ab.sh
 """Two artifacts timed in one process, in turns: GPU time, whole inference and host stages.
 
     python3 scripts/device/artifact_ab.py A B [--runs 30] [--order a,b,a,b] [--out FILE]
+                                          [--device cpu]
 
 For a change that moves work between the host and the GPU (the device letterbox:
 compiler/device_letterbox.py), `lamp_ms` alone says only half: each artifact is loaded and
@@ -9,14 +11,48 @@ and the whole inference as a control tick runs it), in the order given (a drift 
 machine shows as a difference between two turns of one artifact), with the p50 of every host
 node and group of its last window (`stage_times`). The actions of the two are compared
 (identical bit for bit when both compute on the same pixels with the same kernels).
+
+`--device cpu` (refactor_ab.sh's smoke): two CPU artifacts, with no GPU time (`lamp_ms` is
+None): the whole inference in plan order and as a control tick runs it, and the action chunks
+(robot units) compared.
 """
 
 import argparse
 import json
 
+import numpy as np
 import torch
 
 from bench.gpu_pi05 import load_artifact, stage_times
+from lamp_ros.provenance import provenance
+
+TIMES = ('lamp_ms', 'lamp_inference_ms', 'lamp_inference_serial_ms')
+
+
+def load_cpu_artifact(path: str, runs: int):
+    """`load_artifact`'s answer for a CPU artifact: (runtime, its action chunk, {'lamp': None,
+    'lamp_inference': (p50, p99) ms, 'lamp_inference_serial': (p50, p99) ms})."""
+    from lamp_ros.runtime import Runtime
+    from lamp_ros.runtime.loop import synthetic_observation
+    runtime = Runtime.load(path, execution='sync', profile_window=runs)
+    feeds = runtime.feeds(synthetic_observation(runtime), 0.0)
+    captured = {}
+    runtime.reset()
+    runtime.run(feeds, capture=captured)
+    chunk = torch.as_tensor(np.asarray(captured[runtime.chunk_value], np.float32))
+    times = {'lamp': None}
+    for overlap, key in ((False, 'lamp_inference_serial'), (True, 'lamp_inference')):
+        runtime.overlap = overlap
+        for _ in range(2):
+            runtime.reset()
+            runtime.run(feeds)
+        runtime.profiler.reset()
+        for _ in range(runs):
+            runtime.reset()  # every run infers
+            runtime.run(feeds)
+        inference = runtime.profile()['inference']
+        times[key] = (inference['p50_ms'], inference['p99_ms'])
+    return runtime, chunk, times
 
 
 def main() -> None:
@@ -26,6 +62,7 @@ def main() -> None:
     parser.add_argument('--runs', type=int, default=30)
     parser.add_argument('--order', default='a,b,a,b')
     parser.add_argument('--out', default='')
+    parser.add_argument('--device', choices=('cuda', 'cpu'), default='cuda')
     args = parser.parse_args()
     order = args.order.split(',')
     if set(order) != {'a', 'b'}:
@@ -34,7 +71,11 @@ def main() -> None:
     report = {'a': args.a, 'b': args.b, 'runs': args.runs, 'turns': []}
     actions = {}
     for which in order:
-        runtime, _, _, out, times, peak, text = load_artifact(paths[which], args.runs)
+        if args.device == 'cuda':
+            runtime, _, _, out, times, peak, text = load_artifact(paths[which], args.runs)
+        else:
+            runtime, out, times = load_cpu_artifact(paths[which], args.runs)
+            peak, text = None, {}
         actions.setdefault(which, out)
         turn = {'artifact': which, 'artifact_id': runtime.artifact.manifest['artifact_id'],
                 'lamp_ms': times['lamp'], 'lamp_inference_ms': times['lamp_inference'],
@@ -49,13 +90,15 @@ def main() -> None:
     def mean(which, key):
         values = [t[key][0] for t in report['turns'] if t['artifact'] == which]
         return sum(values) / len(values)
-    for key in ('lamp_ms', 'lamp_inference_ms', 'lamp_inference_serial_ms'):
+    measured = TIMES if args.device == 'cuda' else TIMES[1:]  # a CPU has no GPU time
+    for key in measured:
         report[f'{key}_mean_p50'] = {w: mean(w, key) for w in ('a', 'b')}
         report[f'{key}_b_minus_a'] = mean('b', key) - mean('a', key)
     a, b = actions['a'], actions['b']
     report['actions_identical'] = bool(torch.equal(a, b))
     report['actions_max_rel_difference'] = float((a - b).abs().max() / a.abs().max())
-    for key in ('lamp_ms', 'lamp_inference_ms', 'lamp_inference_serial_ms'):
+    report['provenance'] = provenance(args.device)
+    for key in measured:
         print(f'{key}: a {report[f"{key}_mean_p50"]["a"]:.3f}, b '
               f'{report[f"{key}_mean_p50"]["b"]:.3f}, b - a {report[f"{key}_b_minus_a"]:+.3f}')
     print(f'actions identical: {report["actions_identical"]} (max rel difference '

@@ -2,22 +2,26 @@
 # Run on a GPU machine (device tool) from the repo root, with LeRobot 0.6.1's wheels in .whl/
 # (docs/checkpoints.md says which): LeRobot's stock full-size pi05 saved by LeRobot, imported by
 # `lamp import`, compiled for cuda, and compared with LeRobot's own inference on the same GPU
-# (bench/lerobot_pi05_full.py). SMOKE=1 runs the same path at tiny widths on a CPU. Results go
-# to $OUT (or ./out).
+# (bench/lerobot_pi05_full.py). SMOKE=1 (scripts/device/lib.sh) runs the same path at tiny
+# widths on a CPU. Results go to $OUT (or ./out), scratch to $WORK/lerobot_full (WORK: default
+# /tmp). PYTHON names a Python with LeRobot 0.6.1 (Python 3.12+), default python3.
+# smoke: SMOKE=1 bash scripts/device/lerobot_pi05_full.sh
+# smoke-needs: lerobot
 set -euo pipefail
-out="$(realpath -m "${OUT:-out}")"
-work="${WORK:-/tmp/lerobot_full}"
-mkdir -p "$out" "$work/tok"
+. scripts/device/lib.sh
+work="$work/lerobot_full"
+mkdir -p "$work/tok"
 py="${PYTHON:-python3}"
-# lamp_ros from this tree, with its metadata (the checkpoint formats are entry points)
+# lamp_ros from this tree, with its metadata (the checkpoint formats are entry points): the
+# metadata right after the tree (lib.sh put $PWD first)
 mkdir -p "$work/meta" && "$py" setup.py -q egg_info --egg-base "$work/meta" > /dev/null
-export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD:$work/meta${PYTHONPATH:+:$PYTHONPATH}"
-if [ "${SMOKE:-0}" = 1 ]; then
+export PYTHONPATH="$PWD:$work/meta${PYTHONPATH#"$PWD"}"
+if smoke; then
   flags=(--smoke --device cpu); target=cpu
 else
   flags=(); target=cuda
-  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee "$out/gpu.txt"
 fi
+card
 cp test/data/checkpoints/tokenizer.model "$work/tok/"
 echo '{"tokenizer_class": "GemmaTokenizer", "add_bos_token": true, "add_eos_token": false}' \
   > "$work/tok/tokenizer_config.json"

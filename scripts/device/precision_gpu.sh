@@ -12,100 +12,139 @@
 #   bash scripts/device/precision_gpu.sh start   # starts the job, then waits like `wait`
 #   bash scripts/device/precision_gpu.sh wait    # waits up to WAIT_S (default 540) seconds
 # Call `wait` again at once after each call returns (the machine goes back after 30 s idle).
-# The builds are skipped where /tmp/precision_gpu/<variant> already holds an artifact, so a job
-# that died resumes where it stopped (`wait` restarts it). VARIANTS (default "auto hand bf16
-# loose") sets which builds and in what order; the bench times those that exist. BENCH_NOW=1
-# (with `wait`) stops the builds and benches what exists. Each call returns, in $OUT, the job's
-# status and log tail and, once there, the bench's JSON and PNG and the plans' evidence.
+# The job lives in $WORK/precision_gpu (WORK: default /tmp), the bf16 and loose specs in its
+# specs/ (their relative paths made absolute). The builds are skipped where
+# $WORK/precision_gpu/<variant> already holds an artifact, so a job that died resumes where it
+# stopped (`wait` restarts it). VARIANTS (default "auto hand bf16 loose") sets which builds and
+# in what order; the bench times those that exist. BENCH_NOW=1 (with `wait`) stops the builds
+# and benches what exists. Each call returns, in $OUT, the job's status (its file `done`: 0, or
+# the exit status of the last step that failed) and log tail and, once there, the bench's JSON
+# and PNG and the plans' evidence.
+# SMOKE=1 (scripts/device/lib.sh): the variants come from pi05_full's CPU stand-ins
+# (smoke/pi05.yaml; smoke/pi05_auto.yaml, whose plan lowers to int8: FP8 needs the GPU) and
+# default to "hand" (shared with the other smokes; on the CPU bf16 would build the same model
+# again, the auto plan measures for over a minute): the bf16 and loose specs are written and
+# checked (load_spec), and the bench compares the built ones with the float32 eager policy on the
+# CPU (--device cpu: whole-inference times, no GPU time). `start` waits for the job's end and
+# fails where any step of it failed.
+# smoke: SMOKE=1 RUNS=2 bash scripts/device/precision_gpu.sh start
 set -euo pipefail
 mode="${1:-wait}"
-work=/tmp/precision_gpu
-out="$(realpath -m "${OUT:-out}")"
-mkdir -p "$work" "$out"
-export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+. scripts/device/lib.sh
+dir="$work/precision_gpu"
+mkdir -p "$dir/specs"
 variants="${VARIANTS:-auto hand bf16 loose}"
+if smoke; then variants="${VARIANTS:-hand}"; fi
 loose="${LOOSE_BUDGET:-0.998 0.04}"
+full="$(smoke_spec config/specs/pi05_full.yaml)"
+auto="$(smoke_spec config/specs/pi05_full_fp8_auto.yaml scripts/device/smoke/pi05_auto.yaml)"
 
-make_specs() {  # the bf16 and loose variants, written beside the specs they come from
-  python3 - "$loose" <<'PY'
-import sys, yaml
-cosine, max_rel = (float(v) for v in sys.argv[1].split())
-full = yaml.safe_load(open('config/specs/pi05_full.yaml'))
+make_specs() {  # the bf16 and loose variants, in $dir/specs, checked as specs (their paths too)
+  python3 - "$loose" "$full" "$auto" "$dir/specs" <<'PY'
+import os, sys, yaml
+budget, full_path, auto_path, specs = sys.argv[1:]
+cosine, max_rel = (float(v) for v in budget.split())
+
+
+def read(path):
+    """The spec at path, its relative paths made absolute (the variant is written elsewhere)."""
+    data, folder = yaml.safe_load(open(path)), os.path.dirname(os.path.abspath(path))
+    for parent, key in (('robot', 'file'), ('robot', 'urdf'), ('robot', 'norm_stats'),
+                        ('weights', 'file'), ('weights', 'path')):
+        value = (data.get(parent) or {}).get(key)
+        if isinstance(value, str) and not os.path.isabs(value):
+            data[parent][key] = os.path.normpath(os.path.join(folder, value))
+    return data
+
+
+full = read(full_path)
 full['name'] = 'pi05_full_bf16'
 full['passes']['fp8_prefix_mlp'] = False
-yaml.safe_dump(full, open('config/specs/.precision_gpu_bf16.yaml', 'w'), sort_keys=False)
-auto = yaml.safe_load(open('config/specs/pi05_full_fp8_auto.yaml'))
+yaml.safe_dump(full, open(f'{specs}/bf16.yaml', 'w'), sort_keys=False)
+auto = read(auto_path)
 auto['name'] = 'pi05_full_fp8_auto_loose'
 auto['precision']['budget'] = {'cosine': cosine, 'max_rel': max_rel}
-yaml.safe_dump(auto, open('config/specs/.precision_gpu_loose.yaml', 'w'), sort_keys=False)
+yaml.safe_dump(auto, open(f'{specs}/loose.yaml', 'w'), sort_keys=False)
+from lamp_ros.spec import load_spec
+for name in ('bf16', 'loose'):
+    load_spec(f'{specs}/{name}.yaml')
 PY
 }
 
 spec_of() {
   case "$1" in
-    auto) echo config/specs/pi05_full_fp8_auto.yaml ;;
-    hand) echo config/specs/pi05_full.yaml ;;
-    bf16) echo config/specs/.precision_gpu_bf16.yaml ;;
-    loose) echo config/specs/.precision_gpu_loose.yaml ;;
+    auto) echo "$auto" ;;
+    hand) echo "$full" ;;
+    bf16) echo "$dir/specs/bf16.yaml" ;;
+    loose) echo "$dir/specs/loose.yaml" ;;
   esac
 }
 
-job() {  # the builds in order, then the bench; resumable
-  make_specs
-  nvidia-smi --query-gpu=name,memory.total --format=csv > "$work/gpu.txt"
+job() {  # the builds in order, then the bench; resumable. `done` gets its status
+  local status=0 v start rc args=() on=()
+  make_specs || status=$?
+  out="$dir" card > /dev/null || status=$?  # $dir/gpu.txt
   for v in $variants; do
-    [ -f "$work/$v/manifest.json" ] && { echo "$v: built already"; continue; }
-    [ -f "$work/bench_now" ] && break
+    [ -f "$dir/$v/manifest.json" ] && { echo "$v: built already"; continue; }
+    [ -f "$dir/bench_now" ] && break
     start=$(date +%s)
     rc=0
-    python3 -m lamp_ros.cli compile "$(spec_of "$v")" --out "$work/$v" \
-      > "$work/compile_$v.log" 2>&1 || rc=$?
+    compile_spec "$(spec_of "$v")" "$dir/$v" > "$dir/compile_$v.log" 2>&1 || rc=$?
     echo "$v: compile rc $rc in $(( $(date +%s) - start )) s"
-    tail -n 3 "$work/compile_$v.log"
+    tail -n 3 "$dir/compile_$v.log"
+    [ "$rc" = 0 ] || [ "$rc" = 3 ] || status=$rc  # a parity failure leaves the artifact
   done
-  args=()
   for v in $variants; do
-    [ -f "$work/$v/manifest.json" ] && args+=(--artifact "$v=$work/$v")
+    [ -f "$dir/$v/manifest.json" ] && args+=(--artifact "$v=$dir/$v")
   done
-  python3 bench/precision_gpu.py --spec config/specs/pi05_full.yaml "${args[@]}" \
-    --runs "${RUNS:-200}" --out "$work/precision_gpu.json"
-  echo done > "$work/done"
+  if smoke; then on=(--device cpu --held-out 2); fi
+  python3 bench/precision_gpu.py --spec "$full" "${args[@]}" --runs "${RUNS:-200}" "${on[@]}" \
+    --out "$dir/precision_gpu.json" || status=$?
+  echo "$status" > "$dir/done"
 }
 
 collect() {
-  cp "$work/gpu.txt" "$out/" 2>/dev/null || true
-  { cat "$work/job.log" 2>/dev/null
+  cp "$dir/gpu.txt" "$out/" 2>/dev/null || true
+  { cat "$dir/job.log" 2>/dev/null
     for v in $variants; do
-      [ -f "$work/compile_$v.log" ] && { echo "== compile $v"; grep -v "^parity sample\|torch.export" \
-        "$work/compile_$v.log" | tail -n 60; }
+      [ -f "$dir/compile_$v.log" ] && { echo "== compile $v"
+        grep -v "^parity sample\|torch.export" "$dir/compile_$v.log" | tail -n 60; }
     done; } > "$out/job.txt"
-  for f in precision_gpu.json precision_gpu.png; do cp "$work/$f" "$out/" 2>/dev/null || true; done
+  for f in precision_gpu.json precision_gpu.png; do cp "$dir/$f" "$out/" 2>/dev/null || true; done
   for v in auto loose; do
-    cp "$work/$v/evidence/precision.json" "$out/${v}_precision.json" 2>/dev/null || true
-    cp "$work/$v/evidence/precision.png" "$out/${v}_precision.png" 2>/dev/null || true
+    cp "$dir/$v/evidence/precision.json" "$out/${v}_precision.json" 2>/dev/null || true
+    cp "$dir/$v/evidence/precision.png" "$out/${v}_precision.png" 2>/dev/null || true
   done
 }
 
-running() { [ -f "$work/pid" ] && kill -0 "$(cat "$work/pid")" 2>/dev/null; }
+running() { [ -f "$dir/pid" ] && kill -0 "$(cat "$dir/pid")" 2>/dev/null; }
 
-if [ "$mode" = start ] || { [ "$mode" = wait ] && ! running && [ ! -f "$work/done" ]; }; then
+if [ "$mode" = start ] || { [ "$mode" = wait ] && ! running && [ ! -f "$dir/done" ]; }; then
   if ! running; then
     echo "starting the job (variants: $variants)"
-    rm -f "$work/done" "$work/bench_now"
-    export -f job make_specs spec_of
-    export work variants loose
-    setsid bash -c 'job >> "$work/job.log" 2>&1' < /dev/null > /dev/null 2>&1 &
-    echo $! > "$work/pid"
+    rm -f "$dir/done" "$dir/bench_now"
+    export -f job make_specs spec_of smoke card compile_spec
+    export dir variants loose full auto
+    setsid bash -c 'job >> "$dir/job.log" 2>&1' < /dev/null > /dev/null 2>&1 &
+    echo $! > "$dir/pid"
   fi
 fi
 if [ "${BENCH_NOW:-0}" = 1 ]; then
-  touch "$work/bench_now"
+  touch "$dir/bench_now"
   pkill -f "lamp_ros.cli compile" || true  # the build under way stops; the job benches
 fi
 deadline=$(( $(date +%s) + ${WAIT_S:-540} ))
-while running && [ ! -f "$work/done" ] && [ "$(date +%s)" -lt "$deadline" ]; do
-  sleep 5
+while running && [ ! -f "$dir/done" ] && [ "$(date +%s)" -lt "$deadline" ]; do
+  if smoke; then sleep 1; else sleep 5; fi
 done
-[ -f "$work/done" ] && echo "job done" || echo "job still running"
-tail -n 30 "$work/job.log" || true
+if [ -f "$dir/done" ]; then
+  echo "job done (status $(cat "$dir/done"))"
+else
+  echo "job still running"
+fi
+tail -n 30 "$dir/job.log" || true
 collect
+if smoke && [ "$(cat "$dir/done" 2>/dev/null)" != 0 ]; then
+  echo "smoke: the job failed or did not finish"
+  exit 1
+fi

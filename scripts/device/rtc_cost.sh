@@ -5,24 +5,29 @@
 # and the eager pipeline's three modes are timed in one process. On a GPU machine (device tool)
 # or, with SPEC=config/specs/pi05_tiny.yaml DEVICE=cpu, here.
 #   VARIANTS  the variants to build now (default "plain rtc guided"); the artifacts live in
-#             /tmp/rtc_cost_<spec name>_<variant>, so one warm machine can build them over
-#             several calls. A guided build may fail without stopping the rest.
+#             $WORK/rtc_cost_<spec name>_<variant> (WORK: default /tmp), so one warm machine
+#             can build them over several calls. A guided build may fail without stopping the
+#             rest (not in a smoke: there a failed build is an error).
 #   TIME=0    build only; otherwise time plain and rtc, and guided where its artifact exists.
 #   FAST=1    every variant with two parity samples (delays 0 and 5) and one prompt length (no
 #             fusion.text_lengths): quicker, the same for all three.
 # Guided mode always builds with no fusion.text_lengths: its gradient graph is traced at fixed
-# shapes (policies/pi05/rtc.py). Results go to $OUT (or ./out).
+# shapes (policies/pi05/rtc.py). Results go to $OUT (or ./out). The variants' specs are written
+# beside SPEC (its relative paths, e.g. a checkpoint's, name the same files and so the same
+# artifact ids) as .rtc_cost_*.yaml, removed when the script ends.
+# SMOKE=1 (scripts/device/lib.sh): SPEC defaults to a CPU stand-in of pi05_full with two Euler
+# steps (smoke/pi05_rtc.yaml), DEVICE to cpu and VARIANTS to "plain rtc" (a guided build adds
+# half a minute of CPU: VARIANTS names it); the smoke line adds FAST=1 and one timed run each.
+# smoke: SMOKE=1 FAST=1 RUNS=1 EAGER_RUNS=1 bash scripts/device/rtc_cost.sh
 set -euo pipefail
-spec="${SPEC:-config/specs/pi05_full.yaml}"
-device="${DEVICE:-cuda}"
-variants="${VARIANTS-plain rtc guided}"
-out="$(realpath -m "${OUT:-out}")"
-mkdir -p "$out"
-export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
-[ "$device" = cpu ] || nvidia-smi --query-gpu=name,memory.total --format=csv | tee "$out/gpu.txt"
+. scripts/device/lib.sh
+spec="${SPEC:-$(smoke_spec config/specs/pi05_full.yaml scripts/device/smoke/pi05_rtc.yaml)}"
+if smoke; then device="${DEVICE:-cpu}"; else device="${DEVICE:-cuda}"; fi
+if smoke; then variants="${VARIANTS-plain rtc}"; else variants="${VARIANTS-plain rtc guided}"; fi
+if smoke || [ "$device" != cpu ]; then card; fi
 dir="$(dirname "$spec")"
 name="$(basename "$spec" .yaml)"
-trap 'rm -f "$dir"/.rtc_cost_*.yaml' EXIT
+trap 'rm -f "$dir"/.rtc_cost_*.yaml' EXIT  # on an error or a signal too
 python3 - "$spec" "$dir" "${FAST:-0}" <<'PY'
 import sys, yaml
 spec, folder, fast = sys.argv[1], sys.argv[2], sys.argv[3] == '1'
@@ -44,19 +49,19 @@ for name, mode, rtc in (('plain', 'temporal_ensemble', None), ('rtc', 'rtc', 'tr
         variant['fusion'] = {**data.get('fusion', {}), 'text_lengths': []}
     yaml.safe_dump(variant, open(f'{folder}/.rtc_cost_{name}.yaml', 'w'), sort_keys=False)
 PY
-artifact() { echo "/tmp/rtc_cost_${name}_$1"; }
+artifact() { echo "$work/rtc_cost_${name}_$1"; }
 for variant in $variants; do
   rc=0
   start=$(date +%s)
   rm -rf "$(artifact "$variant")"
-  python3 -m lamp_ros.cli compile "$dir/.rtc_cost_$variant.yaml" --out "$(artifact "$variant")" \
+  compile_spec "$dir/.rtc_cost_$variant.yaml" "$(artifact "$variant")" \
     > "$out/compile_$variant.log" 2>&1 || rc=$?
   echo "compile $variant: rc $rc, $(( $(date +%s) - start )) s"
   tail -n 4 "$out/compile_$variant.log"
   # a parity failure (3) still leaves the artifact to time; a failed guided build leaves none
   if [ "$rc" = 0 ] || [ "$rc" = 3 ]; then
     cp "$(artifact "$variant")/evidence/parity.json" "$out/parity_$variant.json"
-  elif [ "$variant" = guided ]; then
+  elif [ "$variant" = guided ] && ! smoke; then
     rm -rf "$(artifact guided)"
   else
     exit "$rc"
