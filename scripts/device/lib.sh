@@ -33,6 +33,11 @@ needs_gpu() {  # needs_gpu WHAT: a smoke ends here, exit 0, saying that WHAT nee
   fi
 }
 
+not_in_smoke() {  # `cmd > LOG || not_in_smoke LOG`: a device run goes on past a failed cmd
+  # (what it did leave is still worth bringing back); a smoke shows the log's end and fails
+  if smoke; then tail -n 20 "$1"; return 1; fi
+}
+
 smoke_spec() {  # smoke_spec SPEC [CPU_SPEC]: SPEC, or in a smoke its CPU stand-in
   if smoke; then echo "${2:-scripts/device/smoke/pi05.yaml}"; else echo "$1"; fi
 }

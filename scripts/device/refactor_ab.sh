@@ -16,10 +16,6 @@
 set -euo pipefail
 script_start=$(date +%s)
 . scripts/device/lib.sh
-not_in_smoke() {  # `cmd > LOG || not_in_smoke LOG`: a device run goes on past a failed cmd,
-  # a smoke shows the end of its log and fails
-  if smoke; then tail -n 20 "$1"; return 1; fi
-}
 if smoke; then
   base="$(realpath "${BASE:-$PWD}")"
 else

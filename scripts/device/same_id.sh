@@ -11,10 +11,6 @@
 # smoke: SMOKE=1 bash scripts/device/same_id.sh
 set -euo pipefail
 . scripts/device/lib.sh
-not_in_smoke() {  # `cmd > LOG || not_in_smoke LOG`: a device run goes on past a failed cmd,
-  # a smoke shows the end of its log and fails
-  if smoke; then tail -n 20 "$1"; return 1; fi
-}
 card
 if smoke; then
   gpu='CPU smoke'
