@@ -4,9 +4,10 @@ and the date, as one plain mapping that a benchmark writes into its JSON (`"prov
 A figure is only worth what is known of where it came from: the same script on another card,
 or on code three commits older, is another figure. Nothing here imports torch (the runtime and
 the node may record provenance too): its version comes from the installed package's metadata.
-The device machines get a copy of the working tree without git, so there the commit comes from
-LAMP_COMMIT when the call sets it (`LAMP_COMMIT=<hash> bash scripts/device/...`); it is only
-recorded, never acted on."""
+A device machine gets a copy of the working tree whose .git, if any, may be older than the files
+(seen: the previous session's HEAD, "-dirty"), so a device call names its commit,
+`LAMP_COMMIT=<hash> bash scripts/device/...`, which wins over git; it is only recorded, never
+acted on."""
 
 import datetime
 import os
@@ -20,8 +21,12 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def commit() -> str:
-    """The checkout's commit, with `-dirty` when tracked files differ from it; else LAMP_COMMIT,
-    else a sentence saying it is unknown."""
+    """LAMP_COMMIT where the run names its commit, else the checkout's (with `-dirty` when
+    tracked files differ from it), else a sentence saying it is unknown. A named commit wins:
+    a device machine's copy of the tree may carry an older .git than the files it runs."""
+    named = os.environ.get('LAMP_COMMIT')
+    if named:
+        return named
     try:
         head = subprocess.run(['git', 'rev-parse', 'HEAD'], cwd=ROOT, capture_output=True,
                               text=True, timeout=10)
@@ -31,7 +36,7 @@ def commit() -> str:
             return head.stdout.strip() + ('-dirty' if changed.stdout.strip() else '')
     except (OSError, subprocess.SubprocessError):
         pass
-    return os.environ.get('LAMP_COMMIT') or 'unknown: not a git checkout and no LAMP_COMMIT'
+    return 'unknown: not a git checkout and no LAMP_COMMIT'
 
 
 def cpu_name() -> str:
