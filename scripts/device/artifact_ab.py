@@ -12,47 +12,20 @@ machine shows as a difference between two turns of one artifact), with the p50 o
 node and group of its last window (`stage_times`). The actions of the two are compared
 (identical bit for bit when both compute on the same pixels with the same kernels).
 
-`--device cpu` (refactor_ab.sh's smoke): two CPU artifacts, with no GPU time (`lamp_ms` is
-None): the whole inference in plan order and as a control tick runs it, and the action chunks
-(robot units) compared.
+`--device cpu` (refactor_ab.sh's smoke): two CPU artifacts, loaded and timed by the same
+`load_artifact`, with no GPU time (`lamp_ms` is None): the whole inference in plan order and as
+a control tick runs it, and their model groups' actions compared.
 """
 
 import argparse
 import json
 
-import numpy as np
 import torch
 
 from bench.gpu_pi05 import load_artifact, stage_times
 from lamp_ros.provenance import provenance
 
 TIMES = ('lamp_ms', 'lamp_inference_ms', 'lamp_inference_serial_ms')
-
-
-def load_cpu_artifact(path: str, runs: int):
-    """`load_artifact`'s answer for a CPU artifact: (runtime, its action chunk, {'lamp': None,
-    'lamp_inference': (p50, p99) ms, 'lamp_inference_serial': (p50, p99) ms})."""
-    from lamp_ros.runtime import Runtime
-    from lamp_ros.runtime.loop import synthetic_observation
-    runtime = Runtime.load(path, execution='sync', profile_window=runs)
-    feeds = runtime.feeds(synthetic_observation(runtime), 0.0)
-    captured = {}
-    runtime.reset()
-    runtime.run(feeds, capture=captured)
-    chunk = torch.as_tensor(np.asarray(captured[runtime.chunk_value], np.float32))
-    times = {'lamp': None}
-    for overlap, key in ((False, 'lamp_inference_serial'), (True, 'lamp_inference')):
-        runtime.overlap = overlap
-        for _ in range(2):
-            runtime.reset()
-            runtime.run(feeds)
-        runtime.profiler.reset()
-        for _ in range(runs):
-            runtime.reset()  # every run infers
-            runtime.run(feeds)
-        inference = runtime.profile()['inference']
-        times[key] = (inference['p50_ms'], inference['p99_ms'])
-    return runtime, chunk, times
 
 
 def main() -> None:
@@ -71,11 +44,10 @@ def main() -> None:
     report = {'a': args.a, 'b': args.b, 'runs': args.runs, 'turns': []}
     actions = {}
     for which in order:
-        if args.device == 'cuda':
-            runtime, _, _, out, times, peak, text = load_artifact(paths[which], args.runs)
-        else:
-            runtime, out, times = load_cpu_artifact(paths[which], args.runs)
-            peak, text = None, {}
+        loaded = load_artifact(paths[which], args.runs, device=args.device)
+        runtime, _, _, out, times, peak, text = loaded
+        if args.device == 'cpu':
+            times['lamp'] = None  # the group's wall time there: no GPU time to compare
         actions.setdefault(which, out)
         turn = {'artifact': which, 'artifact_id': runtime.artifact.manifest['artifact_id'],
                 'lamp_ms': times['lamp'], 'lamp_inference_ms': times['lamp_inference'],
