@@ -15,13 +15,13 @@
 # shapes (policies/pi05/rtc.py). Results go to $OUT (or ./out). The variants' specs are written
 # beside SPEC (its relative paths, e.g. a checkpoint's, name the same files and so the same
 # artifact ids) as .rtc_cost_*.yaml, removed when the script ends.
-# SMOKE=1 (scripts/device/lib.sh): SPEC defaults to a CPU stand-in of pi05_full with two Euler
-# steps (smoke/pi05_rtc.yaml), DEVICE to cpu and VARIANTS to "plain rtc" (a guided build adds
+# SMOKE=1 (scripts/device/lib.sh): SPEC defaults to pi05_full's CPU stand-in (smoke/pi05.yaml,
+# two Euler steps), DEVICE to cpu and VARIANTS to "plain rtc" (a guided build adds
 # half a minute of CPU: VARIANTS names it); the smoke line adds FAST=1 and one timed run each.
 # smoke: SMOKE=1 FAST=1 RUNS=1 EAGER_RUNS=1 bash scripts/device/rtc_cost.sh
 set -euo pipefail
 . scripts/device/lib.sh
-spec="${SPEC:-$(smoke_spec config/specs/pi05_full.yaml scripts/device/smoke/pi05_rtc.yaml)}"
+spec="${SPEC:-$(smoke_spec config/specs/pi05_full.yaml scripts/device/smoke/pi05.yaml)}"
 if smoke; then device="${DEVICE:-cpu}"; else device="${DEVICE:-cuda}"; fi
 if smoke; then variants="${VARIANTS-plain rtc}"; else variants="${VARIANTS-plain rtc guided}"; fi
 if smoke || [ "$device" != cpu ]; then card; fi
