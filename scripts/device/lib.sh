@@ -4,7 +4,7 @@
 # the card a run used, and the CPU smoke.
 #
 # SMOKE=1 runs a script's own steps on the CPU at smoke size (the specs in scripts/device/smoke/:
-# tiny widths, target cpu, one parity sample), so that a Python error in a script, or in a bench
+# tiny widths, two Euler steps, target cpu, one parity sample), so that a Python error in a script, or in a bench
 # it calls, shows up here and in CI (test/benchmarks/test_device_smoke.py runs each) and not in a
 # device call, whose time is scarce and whose starts often fail. A step only a GPU can take (a
 # CUDA graph, a GPU timing, a kernel trace) is not faked: the smoke stops before it and says so
