@@ -41,31 +41,18 @@ auto="$(smoke_spec config/specs/pi05_full_fp8_auto.yaml scripts/device/smoke/pi0
 
 make_specs() {  # the bf16 and loose variants, in $dir/specs, checked as specs (their paths too)
   python3 - "$loose" "$full" "$auto" "$dir/specs" <<'PY'
-import os, sys, yaml
+import sys
+from lamp_ros.spec import load_spec, spec_data, write_spec
 budget, full_path, auto_path, specs = sys.argv[1:]
 cosine, max_rel = (float(v) for v in budget.split())
-
-
-def read(path):
-    """The spec at path, its relative paths made absolute (the variant is written elsewhere)."""
-    data, folder = yaml.safe_load(open(path)), os.path.dirname(os.path.abspath(path))
-    for parent, key in (('robot', 'file'), ('robot', 'urdf'), ('robot', 'norm_stats'),
-                        ('weights', 'file'), ('weights', 'path')):
-        value = (data.get(parent) or {}).get(key)
-        if isinstance(value, str) and not os.path.isabs(value):
-            data[parent][key] = os.path.normpath(os.path.join(folder, value))
-    return data
-
-
-full = read(full_path)
+full = spec_data(full_path)  # its relative paths made absolute: the variant lives elsewhere
 full['name'] = 'pi05_full_bf16'
 full['passes']['fp8_prefix_mlp'] = False
-yaml.safe_dump(full, open(f'{specs}/bf16.yaml', 'w'), sort_keys=False)
-auto = read(auto_path)
+write_spec(full, f'{specs}/bf16.yaml')
+auto = spec_data(auto_path)
 auto['name'] = 'pi05_full_fp8_auto_loose'
 auto['precision']['budget'] = {'cosine': cosine, 'max_rel': max_rel}
-yaml.safe_dump(auto, open(f'{specs}/loose.yaml', 'w'), sort_keys=False)
-from lamp_ros.spec import load_spec
+write_spec(auto, f'{specs}/loose.yaml')
 for name in ('bf16', 'loose'):
     load_spec(f'{specs}/{name}.yaml')
 PY
