@@ -65,7 +65,8 @@ class Where:
         self.dtype = torch.float32 if smoke else torch.bfloat16
         self.shapes = SHAPES['smoke' if smoke else 'gpu']
         if smoke:
-            _index_shim()
+            from lamp_ros.kernels.interpreter_shim import index_shim
+            index_shim()
 
     def time_ms(self, fn) -> float | None:
         """GPU time of `fn` from CUDA-graph replays; None in the smoke (no GPU clock)."""
@@ -106,22 +107,6 @@ class Where:
         if self.smoke:
             print(f'{what}: not checked in the smoke (needs the GPU)', flush=True)
         return self.smoke
-
-
-def _index_shim() -> None:
-    """Triton 3.6's interpreter turns a loop bound into an int with int(1-element array), which
-    NumPy >= 2.3 refuses; the kernels are fine (they compile on the GPU). The shim of
-    test/kernels/test_triton_kernels.py."""
-    from triton.runtime import interpreter
-    patch = interpreter._patch_lang_tensor
-    if getattr(patch, 'index_shim', False):
-        return
-
-    def with_index(tensor, scope):
-        patch(tensor, scope)
-        scope.set_attr(tensor, '__index__', lambda self: int(self.handle.data.reshape(-1)[0]))
-    with_index.index_shim = True
-    interpreter._patch_lang_tensor = with_index
 
 
 def us(ms: float | None, width: int = 7) -> str:

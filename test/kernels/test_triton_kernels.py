@@ -10,24 +10,13 @@ import pytest
 import torch
 
 os.environ.setdefault('TRITON_INTERPRET', '1')  # before the kernels are decorated
-from triton.runtime import interpreter  # noqa: E402
-
 from lamp_ros.kernels import operators as ops  # noqa: E402  (after the switch)
 from lamp_ros.kernels import triton_attention, triton_expert_gemm  # noqa: E402
 from lamp_ros.kernels import triton_kernels  # noqa: E402
 from lamp_ros.kernels import triton_premade  # noqa: E402
+from lamp_ros.kernels.interpreter_shim import index_shim  # noqa: E402
 
-# Triton 3.6's interpreter turns a loop bound into an int with int(1-element array), which
-# NumPy >= 2.3 refuses; the kernels are fine (they compile on the GPU), the shim is for here.
-_patch_lang_tensor = interpreter._patch_lang_tensor
-
-
-def _patch_with_index(tensor, scope):
-    _patch_lang_tensor(tensor, scope)
-    scope.set_attr(tensor, '__index__', lambda self: int(self.handle.data.reshape(-1)[0]))
-
-
-interpreter._patch_lang_tensor = _patch_with_index
+index_shim()
 
 
 @pytest.mark.parametrize('dtype,atol', [(torch.float32, 2e-6), (torch.bfloat16, 6.3e-2)])
