@@ -314,8 +314,8 @@ def smoke_config(spec: dict | None):
     """The smoke's policy config: the preset (and Euler steps) the artifact was built from,
     pi05_tiny without one (--compile-only)."""
     options = ((spec or {}).get('policy') or {}).get('options') or {}
-    return get_preset(options.get('preset', 'pi05_tiny'),
-                      num_steps=int(options.get('num_steps', 10)))
+    steps = {'num_steps': int(options['num_steps'])} if 'num_steps' in options else {}
+    return get_preset(options.get('preset', 'pi05_tiny'), **steps)
 
 
 def main():
