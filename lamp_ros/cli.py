@@ -16,7 +16,15 @@ def _demo(args) -> int:
 
 def _sim(args) -> int:
     from lamp_ros.sim.robot import main as sim_main
-    sim_main(args=['lamp_sim', *args.ros_args])
+    params = []
+    if args.world:
+        params += ['-p', f'world:={args.world}']
+    if args.moving is not None:
+        if not args.world:
+            raise SystemExit('lamp sim: --moving is a world\'s task option: give --world NAME')
+        params += ['-p', f'moving_speed:={args.moving}']
+    ros_args = args.ros_args or (['--ros-args'] if params else [])
+    sim_main(args=['lamp_sim', *ros_args, *params])
     return 0
 
 
@@ -123,38 +131,46 @@ def _import(args) -> int:
     return 0
 
 
-def _evaluate_one(path: str, args, expert: bool = False) -> tuple:
-    from lamp_ros.sim.evaluate import controller_for, evaluate
-    controller, slots, name = controller_for(path, args.merge_mode, expert)
-    slots = [s for s in slots if s in ('base', 'left_wrist', 'right_wrist')]
-    report = evaluate(controller, args.episodes, args.seconds, args.latency_ticks, args.seed,
-                      slots, progress=print)
-    print(f'{name}: success {report["success_rate"]:.0%} over {args.episodes} episodes, mean '
-          f'error {report["mean_error"]:.1f} px, RMS jerk {report["rms_jerk"]:.3g}, max jump at '
-          f'a chunk boundary {report["max_boundary_jump"]:.3g} (kink '
-          f'{report["max_boundary_kink"]:.3g})')
-    return report, name
+def _evaluate_one(path: str | None, args, expert: bool = False) -> tuple:
+    from lamp_ros.sim.parallel import EvalSetup, run_episodes
+    setup = EvalSetup(path, args.world, args.moving, args.merge_mode, expert, args.seed,
+                      args.seconds, args.latency_ticks, strip=bool(args.out))
+    report, runs, name = run_episodes(setup, args.episodes, args.workers, args.ray,
+                                      progress=print)
+    low, high = report['success_ci']
+    print(f'{name}: success {report["success_rate"]:.0%} over {args.episodes} episodes (95% CI '
+          f'{low:.0%}-{high:.0%}) on {report["world"]}, mean error {report["mean_error"]:.3g} '
+          f'{report["error_unit"]}, RMS jerk {report["rms_jerk"]:.3g}, max jump at a chunk '
+          f'boundary {report["max_boundary_jump"]:.3g} (kink {report["max_boundary_kink"]:.3g})')
+    return report, runs, name
 
 
 def _eval(args) -> int:
-    from lamp_ros.sim.evaluate import compare, write_report
-    if (args.artifact is None) == (args.compare is None):
-        raise SystemExit('lamp eval: give one ARTIFACT, or --compare A B')
+    from lamp_ros.sim.eval_report import write_report
+    from lamp_ros.sim.evaluate import compare
+    if args.compare is not None and (args.artifact is not None or args.expert):
+        raise SystemExit('lamp eval: give one ARTIFACT (or --expert), or --compare A B')
+    if args.compare is None and args.artifact is None and not (args.expert and args.world):
+        raise SystemExit('lamp eval: give one ARTIFACT, --compare A B, or --expert --world NAME')
+    if args.moving is not None and not args.world:
+        raise SystemExit('lamp eval: --moving is a world\'s task option: give --world NAME')
+    if args.workers < 1:
+        raise SystemExit(f'lamp eval: --workers: at least 1, got {args.workers}')
     if args.out:  # before the episodes: their results are not lost to a missing folder
         output_path(args.out, '--out')
     if args.compare is None:
-        report, name = _evaluate_one(args.artifact, args, args.expert)
+        report, runs, name = _evaluate_one(args.artifact, args, args.expert)
         if args.out:
-            picture = write_report(report, args.out, name)
-            print(f'wrote {args.out} and {picture}')
+            pictures = write_report(report, args.out, name, runs)
+            print(f'wrote {args.out} and {", ".join(pictures)}')
         return 0
-    (a, name_a), (b, name_b) = (_evaluate_one(path, args) for path in args.compare)
+    (a, _, name_a), (b, _, name_b) = (_evaluate_one(path, args) for path in args.compare)
     result = compare(a, b)
     d = result['delta']
     print(f'B - A: success {d["success_rate"] * 100:+.0f} points ({name_a} {a["success_rate"]:.0%}'
-          f' -> {name_b} {b["success_rate"]:.0%}), mean error {d["mean_error"]:+.1f} px, RMS '
-          f'jerk {d["rms_jerk"]:+.3g}; only A solved episodes {result["only_a_succeeded"]}, only '
-          f'B {result["only_b_succeeded"]}')
+          f' -> {name_b} {b["success_rate"]:.0%}), mean error {d["mean_error"]:+.3g} '
+          f'{a["error_unit"]}, RMS jerk {d["rms_jerk"]:+.3g}; only A solved episodes '
+          f'{result["only_a_succeeded"]}, only B {result["only_b_succeeded"]}')
     if args.out:
         with open(args.out, 'w', encoding='utf-8') as f:
             json.dump({**result, 'names': [name_a, name_b], 'paths': list(args.compare),
@@ -198,16 +214,21 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser(
         'sim', help='a simulated robot: cameras + joint states following commands',
-        usage='lamp sim [--ros-args -p NAME:=VALUE ...]',
+        usage='lamp sim [--world NAME [--moving SPEED]] [--ros-args -p NAME:=VALUE ...]',
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description='A simulated robot on ROS 2: cameras and /joint_states, following the\n'
         'commands on /vla_policy/joint_trajectory. Its parameters come after --ros-args\n'
         '(lamp_ros/sim/robot.py, docs/robot.md).',
         epilog='examples:\n'
         '  lamp sim    the bundled 7-joint arm (config/robots/sim7.yaml)\n'
+        '  lamp sim --world viperx_pick_place    a MuJoCo world: a published arm, a task\n'
         '  lamp sim --ros-args -p artifact:=artifacts/pi05_tiny    the robot it was built for,\n'
         '      or else its interface (cameras, joints, frame sizes, clamp limits)\n'
         '  lamp sim --ros-args -p robot_file:=config/robots/arm6_gripper.yaml')
+    p.add_argument('--world', help='a world (config/worlds/NAME.yaml, or a file): the MuJoCo arm '
+                   'and task of docs/sim.md')
+    p.add_argument('--moving', type=float, metavar='SPEED',
+                   help='with --world: the bin slides at SPEED m/s')
     p.set_defaults(func=_sim, takes_ros_args=True)
 
     from lamp_ros.monitor.top import register as register_top
@@ -260,16 +281,21 @@ def build_parser() -> argparse.ArgumentParser:
     from lamp_ros.regress.commands import register as register_regress
     register_regress(sub)
 
-    p = sub.add_parser('eval', help='closed-loop episodes of the simulator\'s task: success, '
-                       'error, smoothness')
+    p = sub.add_parser('eval', help='closed-loop episodes of a world\'s task: success (with its '
+                       '95% CI), error, smoothness')
     p.add_argument('artifact', nargs='?', help='an artifact, or a spec (.yaml): its eager policy')
+    p.add_argument('--world', help='a world (config/worlds/NAME.yaml, or a file): MuJoCo physics '
+                   'with a published arm (docs/sim.md); default: the 2D test scene')
+    p.add_argument('--moving', type=float, metavar='SPEED',
+                   help='with --world: the task\'s moving variant, the bin sliding at SPEED m/s')
     p.add_argument('--compare', nargs=2, metavar=('A', 'B'),
                    help='evaluate two artifacts (or specs) on the same episodes: B against A')
     p.add_argument('--max-drop', type=float,
                    help='with --compare: exit 1 when B\'s success rate is more than this many '
                         'points below A\'s')
     p.add_argument('--episodes', type=int, default=10)
-    p.add_argument('--seconds', type=float, default=10.0, help='length of an episode')
+    p.add_argument('--seconds', type=float,
+                   help='length of an episode (default: the world\'s; the 2D scene: 10)')
     p.add_argument('--latency-ticks', type=int, default=0,
                    help='each tick sees the observation of D ticks earlier')
     p.add_argument('--seed', type=int, default=0, help='where the episodes put the cube')
@@ -278,8 +304,15 @@ def build_parser() -> argparse.ArgumentParser:
                    help='override how a new chunk is merged into the plan (rtc: a spec, or '
                         'an artifact built with that rtc mode)')
     p.add_argument('--expert', action='store_true',
-                   help='the scripted expert at the artifact\'s rate and max step, for reference')
-    p.add_argument('--out', help='report JSON (a PNG of the errors is written beside it)')
+                   help='the scripted expert, for reference (at the artifact\'s rate and max '
+                        'step; with --world and no artifact: within the world\'s robot limits)')
+    p.add_argument('--workers', type=int, default=1,
+                   help='run episodes in N local processes (the report is the same)')
+    p.add_argument('--ray', metavar='ADDRESS',
+                   help='run episodes on a Ray cluster (optional extra: pip install ray), '
+                        'in --workers actors; `auto` or host:port')
+    p.add_argument('--out', help='report JSON (PNGs of the errors and of one success and one '
+                   'failure are written beside it)')
     p.set_defaults(func=_eval)
 
     p = sub.add_parser('graph', help='summarise a graph JSON and draw it as SVG')

@@ -142,6 +142,14 @@ def arm6_artifact(tmp_path_factory):
 
 
 @pytest.fixture(scope='session')
+def world_random_artifact(tmp_path_factory):
+    """The tiny pi0.5 with seeded random weights built for the ViperX arm of the MuJoCo world
+    viperx_pick_place (config/specs/viperx_pick_place_random.yaml)."""
+    return shared_build(tmp_path_factory, 'viperx_pick_place_random',
+                        _compiler('config/specs/viperx_pick_place_random.yaml'))
+
+
+@pytest.fixture(scope='session')
 def tiny_spec():
     from lamp_ros.spec import load_spec
     return load_spec(TINY_SPEC)

@@ -22,7 +22,7 @@ import numpy as np
 
 from lamp_ros.observation import DEFAULT_PROMPT
 from lamp_ros.sim.dynamics import follow
-from lamp_ros.sim.evaluate import FRAME, JOINT_RATE_HZ, TAU_S
+from lamp_ros.sim.scene_world import FRAME, JOINT_RATE_HZ, TAU_S
 from lamp_ros.sim.scene import render
 from lamp_ros.sim.task import ReachTask
 

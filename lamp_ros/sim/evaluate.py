@@ -1,34 +1,30 @@
-"""`lamp eval`: closed-loop episodes of the simulator's task (task.py), in one process.
+"""`lamp eval`: closed-loop episodes of a world's task: a MuJoCo world (world/) or the 2D scene.
 
-Each episode runs on the simulator's own timeline, with no wall clock: joint states at 50 Hz
-following the last command with the simulator's first-order lag, camera frames at 10 Hz
-rendered from the arm's current pose and the episode's cube, and control ticks at the
-artifact's rate through the same Runtime as the node (chunker, smoother and clamp included).
-`latency_ticks` D feeds each tick the observation of D ticks earlier, as an inference that
-takes D periods would see it. Per episode: the error over time, success (task.succeeded), and
-the command's smoothness, RMS jerk and the largest jump between consecutive commands at the
-ticks where a new chunk came in (chunk boundaries), and the largest kink there: the change of
-that step from the step before (a second difference), which a smooth motion does not have
-however fast it moves, so it tells a discontinuity at a boundary from the arm's own speed. The
-scripted expert runs through the same loop for reference.
+Each episode runs on the world's own timeline, with no wall clock: the world's physics follows
+the last command until each control tick, camera frames are rendered at the world's camera rate
+(only the slots the controller reads), and control ticks run at the artifact's rate through the
+same Runtime as the node (chunker, smoother and clamp included). `latency_ticks` D feeds each
+tick the observation of D ticks earlier, as an inference that takes D periods would see it. Per
+episode: the task's error over time, success (judged by the world), and the command's
+smoothness, RMS jerk and the largest jump between consecutive commands at the ticks where a new
+chunk came in (chunk boundaries), and the largest kink there: the change of that step from the
+step before (a second difference), which a smooth motion does not have however fast it moves,
+so it tells a discontinuity at a boundary from the arm's own speed. The scripted expert runs
+through the same loop for reference. Episodes can run in parallel processes (sim/parallel.py);
+each is the same whichever process runs it.
 """
 
 from collections import deque
-from dataclasses import dataclass
-import json
-import os
+from dataclasses import dataclass, field
+import math
 
 import numpy as np
 
 from lamp_ros.observation import DEFAULT_PROMPT
-from lamp_ros.sim.dynamics import follow
-from lamp_ros.sim.scene import render
-from lamp_ros.sim.task import ReachTask, succeeded
+from lamp_ros.sim.scene_world import SceneWorld
 
-JOINT_RATE_HZ = 50.0
-CAMERA_RATE_HZ = 10.0
-TAU_S = 0.15            # the simulator's joint lag (sim/robot.py)
-FRAME = (240, 320)      # the simulated cameras' frames (height, width)
+STRIP_FRAMES = 6        # frames kept per episode for the report's picture
+STRIP_WIDTH = 112       # their width (px)
 
 
 @dataclass
@@ -40,6 +36,7 @@ class Episode:
     errors: list
     commands: list
     boundaries: list     # tick indices where a new chunk came in
+    strip: list = field(default_factory=list)   # (t, small RGB frame) over the episode
 
 
 class ArtifactController:
@@ -108,10 +105,18 @@ def spec_with_merge_mode(spec_path: str, merge_mode: str | None = None):
     return replace(spec, control={**spec.control, 'chunker': chunker})
 
 
-def controller_for(path: str, merge_mode: str | None = None, expert: bool = False):
+def controller_for(path: str | None, merge_mode: str | None = None, expert: bool = False,
+                   world=None):
     """(controller, its camera slots, its name): an artifact through its Runtime, a spec's
-    eager policy (a .yaml path), or the scripted expert at the artifact's rate and max step.
+    eager policy (a .yaml path), or the scripted expert (at the artifact's rate and max step,
+    or, in a physics world without an artifact, at 22 Hz within the world's robot limits).
     `merge_mode` overrides the chunk merge, as the node's chunk_merge_mode does."""
+    if expert and path is None:
+        if world is None:
+            raise ValueError('the scripted expert needs an artifact (its rate and max step) '
+                             'or a world (--world)')
+        return (ExpertController(22.0, len(world.robot.joints),
+                                 [j.max_step for j in world.robot.joints]), (), 'expert')
     if path.endswith(('.yaml', '.yml')):
         from lamp_ros.trace.from_spec import build_pipeline
         spec = spec_with_merge_mode(path, merge_mode)
@@ -124,49 +129,72 @@ def controller_for(path: str, merge_mode: str | None = None, expert: bool = Fals
     if expert:
         clamp = next((n.attrs for n in runtime.artifact.graph.nodes if n.op == 'clamp'), {})
         return (ExpertController(runtime.rate_hz, len(runtime.joint_names),
-                                 clamp.get('max_step', 0.15)), runtime.camera_slots, 'expert')
+                                 clamp.get('max_step', 0.15)), (), 'expert')
     return ArtifactController(runtime), runtime.camera_slots, runtime.id[:12]
 
 
-def run_episode(controller, task: ReachTask, index: int, seconds: float,
-                latency_ticks: int = 0, prompt: str = DEFAULT_PROMPT, slots=None,
-                transform=None) -> Episode:
-    """One closed-loop episode on the simulator's timeline. `transform(observation) ->
+def check_fits(controller, joint_names, env) -> None:
+    """The controller drives the world's robot: the same joints, in the same order."""
+    if env.joint_names is None:
+        return
+    if joint_names is not None and tuple(joint_names) != tuple(env.joint_names):
+        raise ValueError(f'the policy drives joints {list(joint_names)}, world {env.name}\'s '
+                         f'robot has {list(env.joint_names)}: build it for the world\'s robot '
+                         f'file')
+    if controller.joints != env.joints:
+        raise ValueError(f'the policy drives {controller.joints} joints, world {env.name}\'s '
+                         f'robot has {env.joints}')
+
+
+def _thumbnail(frame: np.ndarray) -> np.ndarray:
+    import cv2
+    height = max(1, round(frame.shape[0] * STRIP_WIDTH / frame.shape[1]))
+    return cv2.resize(frame, (STRIP_WIDTH, height), interpolation=cv2.INTER_AREA)
+
+
+def run_episode(controller, env, index: int, seconds: float, latency_ticks: int = 0,
+                prompt: str = DEFAULT_PROMPT, slots=None, transform=None,
+                strip_slot: str | None = None) -> Episode:
+    """One closed-loop episode on the world's timeline. `transform(observation) ->
     observation`, if given, changes what the controller sees (a miswired camera or joint
-    order, to show that the evaluation notices)."""
+    order, to show that the evaluation notices). `strip_slot`: keep STRIP_FRAMES small frames
+    of that camera over the episode."""
     period = 1.0 / controller.rate_hz
-    slots = tuple(slots or ('base', 'left_wrist', 'right_wrist'))
-    q = np.zeros(controller.joints)
-    target = q.copy()
+    slots = tuple(env.slots if slots is None else slots)
+    env.reset(index)
     controller.reset()
+    target = env.state()
     frames, frame_t = {}, -1.0
-    joint_t = 0.0
     pending = deque()
-    errors, commands, boundaries = [], [], []
-    for k in range(1, int(round(seconds * controller.rate_hz)) + 1):
+    errors, commands, boundaries, strip = [], [], [], []
+    ticks = int(round(seconds * controller.rate_hz))
+    strip_ticks = set(np.linspace(1, ticks, STRIP_FRAMES).round().astype(int)) \
+        if strip_slot else set()
+    for k in range(1, ticks + 1):
         t = k * period
-        while joint_t + 1.0 / JOINT_RATE_HZ <= t + 1e-9:  # the joints move until tick time
-            joint_t += 1.0 / JOINT_RATE_HZ
-            q = follow(q, target, 1.0 / JOINT_RATE_HZ, TAU_S)
-        if frame_t < 0 or t - frame_t >= 1.0 / CAMERA_RATE_HZ - 1e-9:
+        env.advance(t, target)
+        q = env.state()
+        if slots and (frame_t < 0 or t - frame_t >= 1.0 / env.camera_rate_hz - 1e-9):
             frame_t = t
-            frames = {slot: render(slot, FRAME[1], FRAME[0], t, q, task.cube_x(t))
-                      for slot in slots}
+            frames = env.frames(slots, t)
+        if k in strip_ticks:
+            strip.append((t, _thumbnail(frames[strip_slot] if strip_slot in frames else
+                                        env.frames((strip_slot,), t)[strip_slot])))
         observation = {'images': dict(frames), 'state': q.astype(np.float32), 'prompt': prompt}
         pending.append((transform(observation) if transform else observation, frame_t))
         observation, t_obs = pending[0] if len(pending) > latency_ticks else pending[-1]
         if len(pending) > latency_ticks:
             pending.popleft()
-        command, fresh_chunk = controller(observation, t, t_obs, task, q)
+        command, fresh_chunk = controller(observation, t, t_obs, env.task, q)
         if command is not None:
             target = np.asarray(command, np.float64)
             commands.append(target.copy())
             if fresh_chunk:
                 boundaries.append(len(commands) - 1)
-        errors.append(task.error_px(t, q))
+        errors.append(env.error(t))
     last = max(1, int(round(controller.rate_hz)))
-    return Episode(index, succeeded(errors, controller.rate_hz), float(np.mean(errors)),
-                   float(np.mean(errors[-last:])), errors, commands, boundaries)
+    return Episode(index, bool(env.succeeded(errors, controller.rate_hz)), float(np.mean(errors)),
+                   float(np.mean(errors[-last:])), errors, commands, boundaries, strip)
 
 
 def smoothness(episode: Episode, rate_hz: float) -> dict:
@@ -185,39 +213,79 @@ def smoothness(episode: Episode, rate_hz: float) -> dict:
             'max_boundary_kink': float(max(kinks)) if kinks else 0.0}
 
 
-def evaluate(controller, episodes: int = 10, seconds: float = 10.0, latency_ticks: int = 0,
-             seed: int = 0, slots=None, progress=None, transform=None) -> dict:
-    """Closed-loop episodes -> the report (plain data; `episodes` holds one entry each)."""
-    runs = []
-    for i in range(episodes):
-        episode = run_episode(controller, ReachTask.episode(seed, i), i, seconds,
-                              latency_ticks, slots=slots, transform=transform)
-        runs.append(episode)
-        if progress:
-            progress(f'episode {i + 1}/{episodes}: {"success" if episode.success else "fail"}, '
-                     f'mean error {episode.mean_error:.1f} px')
-    smooth = [smoothness(e, controller.rate_hz) for e in runs]
+def success_interval(successes: int, episodes: int, z: float = 1.96) -> list:
+    """Wilson score interval of a success rate (95% for z = 1.96): [low, high]. Unlike the
+    normal approximation it stays within [0, 1] and is not empty at 0 or 100%."""
+    if episodes <= 0:
+        return [0.0, 1.0]
+    p = successes / episodes
+    denominator = 1 + z * z / episodes
+    centre = (p + z * z / (2 * episodes)) / denominator
+    half = z * math.sqrt(p * (1 - p) / episodes + z * z / (4 * episodes ** 2)) / denominator
+    return [max(0.0, centre - half), min(1.0, centre + half)]
+
+
+def report_of(runs: list, rate_hz: float, env_name: str, unit: str, seconds: float,
+              latency_ticks: int, seed: int) -> dict:
+    """Episodes (in index order) -> the report (plain data; `per_episode` holds one entry
+    each)."""
+    smooth = [smoothness(e, rate_hz) for e in runs]
+    successes = sum(e.success for e in runs)
     return {
-        'success_rate': float(np.mean([e.success for e in runs])),
+        'success_rate': successes / max(1, len(runs)),
+        'success_ci': success_interval(successes, len(runs)),
+        'episodes': len(runs),
         'mean_error': float(np.mean([e.mean_error for e in runs])),
+        'error_unit': unit,
         'rms_jerk': float(np.nanmean([s['rms_jerk'] for s in smooth])),
         'max_boundary_jump': float(np.nanmax([s['max_boundary_jump'] for s in smooth])),
         'max_boundary_kink': float(np.nanmax([s['max_boundary_kink'] for s in smooth])),
-        'latency_ticks': latency_ticks, 'seconds': seconds, 'seed': seed,
-        'episodes': [{'index': e.index, 'success': e.success, 'mean_error': e.mean_error,
-                      'final_error': e.final_error, **s, 'errors': [round(x, 2) for x in e.errors]}
-                     for e, s in zip(runs, smooth)],
+        'world': env_name, 'latency_ticks': latency_ticks, 'seconds': seconds, 'seed': seed,
+        'per_episode': [{'index': e.index, 'success': e.success, 'mean_error': e.mean_error,
+                         'final_error': e.final_error, **s,
+                         'errors': [round(x, 4 if unit == 'm' else 2) for x in e.errors]}
+                        for e, s in zip(runs, smooth)],
     }
+
+
+def describe_episode(episode: Episode, unit: str) -> str:
+    return (f'{"success" if episode.success else "fail"}, mean error {episode.mean_error:.3g} '
+            f'{unit}')
+
+
+def evaluate(controller, episodes: int = 10, seconds: float | None = None,
+             latency_ticks: int = 0, seed: int = 0, slots=None, progress=None, transform=None,
+             env=None, strip_slot: str | None = None, joint_names=None) -> dict:
+    """Closed-loop episodes in this process -> the report. `env`: the world (default: the 2D
+    scene with the controller's joint count); `seconds`: the world's episode length if None.
+    `strip`, if asked for with `strip_slot`, is returned beside the report (`runs`)."""
+    env = env or SceneWorld(controller.joints, seed)
+    check_fits(controller, joint_names, env)
+    seconds = env.default_seconds if seconds is None else seconds
+    runs = []
+    for i in range(episodes):
+        episode = run_episode(controller, env, i, seconds, latency_ticks, slots=slots,
+                              transform=transform, strip_slot=strip_slot)
+        runs.append(episode)
+        if progress:
+            progress(f'episode {i + 1}/{episodes}: {describe_episode(episode, env.unit)}')
+    report = report_of(runs, controller.rate_hz, env.name, env.unit, seconds, latency_ticks,
+                       seed)
+    if strip_slot:
+        report['runs'] = runs
+    return report
 
 
 def compare(a: dict, b: dict) -> dict:
     """Two reports over the same episodes (same seed and count) side by side: success and
     error of each, B minus A, and the episodes only one of them solved."""
-    if [e['index'] for e in a['episodes']] != [e['index'] for e in b['episodes']] or \
-            a['seed'] != b['seed'] or a['seconds'] != b['seconds']:
-        raise ValueError('compare: the reports ran different episodes (seed, count or length)')
+    if [e['index'] for e in a['per_episode']] != [e['index'] for e in b['per_episode']] or \
+            a['seed'] != b['seed'] or a['seconds'] != b['seconds'] or \
+            a.get('world') != b.get('world'):
+        raise ValueError('compare: the reports ran different episodes (world, seed, count or '
+                         'length)')
     keys = ('success_rate', 'mean_error', 'rms_jerk', 'max_boundary_jump', 'max_boundary_kink')
-    pairs = list(zip(a['episodes'], b['episodes']))
+    pairs = list(zip(a['per_episode'], b['per_episode']))
     return {'a': {k: a[k] for k in keys}, 'b': {k: b[k] for k in keys},
             'delta': {k: b[k] - a[k] for k in keys},
             'only_a_succeeded': [x['index'] for x, y in pairs
@@ -225,27 +293,3 @@ def compare(a: dict, b: dict) -> dict:
             'only_b_succeeded': [x['index'] for x, y in pairs
                                  if y['success'] and not x['success']],
             'episodes': len(pairs), 'seed': a['seed'], 'latency_ticks': a['latency_ticks']}
-
-
-def write_report(report: dict, path: str, title: str) -> str:
-    """The JSON, and a PNG of the error over time (one trace per episode) beside it."""
-    import matplotlib
-    matplotlib.use('Agg')
-    import matplotlib.pyplot as plt
-    from lamp_ros.sim.task import SUCCESS_PX
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with open(path, 'w', encoding='utf-8') as f:
-        json.dump(report, f, indent=1)
-    picture = path.rsplit('.', 1)[0] + '.png'
-    fig, ax = plt.subplots(figsize=(8, 4))
-    for e in report['episodes']:
-        t = np.arange(1, len(e['errors']) + 1) / (len(e['errors']) / report['seconds'])
-        ax.plot(t, e['errors'], lw=1, color='tab:green' if e['success'] else 'tab:red')
-    ax.axhline(SUCCESS_PX, ls='--', color='k', lw=0.8)
-    ax.set(xlabel='time (s)', ylabel='error (px, 224-wide base camera)',
-           title=f'{title}: success {report["success_rate"]:.0%}, mean error '
-                 f'{report["mean_error"]:.1f} px')
-    fig.tight_layout()
-    fig.savefig(picture, dpi=100)
-    plt.close(fig)
-    return picture

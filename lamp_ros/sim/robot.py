@@ -1,6 +1,11 @@
-"""`lamp sim`: a simulated arm on ROS 2, built from a robot description.
+"""`lamp sim`: a simulated arm on ROS 2, built from a robot description or a physics world.
 
-The robot comes from an artifact (`artifact`: the robot its spec named, in its ABI, or else the
+With `world` (a name under config/worlds/, or a world file; `lamp sim --world NAME`) the robot
+is that world's MuJoCo arm (sim/world/): physics steps in real time at the joint rate following
+the last command through the model's position actuators, the cameras are rendered by MuJoCo at
+`camera_rate_hz`, and the task is the world's (episode `task_episode` of seed `task_seed`, 0 if
+negative; `moving_speed` >= 0 moves the bin); `errors` keeps the task's error in metres. Else
+the robot comes from an artifact (`artifact`: the robot its spec named, in its ABI, or else the
 robot its interface describes, artifact_robot.py), from a robot file (`robot_file`,
 spec/robot.py), or is the bundled 7-joint arm
 (config/robots/sim7.yaml, whose cameras the `cameras`, `camera_width`, `camera_height`,
@@ -50,9 +55,10 @@ class SimRobot(Node):
              'image_transport': 'raw', 'camera_rate_hz': 10.0, 'joint_rate_hz': 50.0,
              'tau_s': 0.15, 'cameras': ['base', 'left_wrist', 'right_wrist'],
              'command_topic': '/vla_policy/joint_trajectory', 'cameras_enabled': True,
-             'task_seed': -1, 'task_episode': 0}
+             'task_seed': -1, 'task_episode': 0, 'world': '', 'moving_speed': -1.0}
         for key, value in p.items():
             self.declare_parameter(key, value)
+        self.physics = None   # a MuJoCo world (sim/world/physics.py), with `world`
         self.robot, source = self._robot()
         names = [n for n in self._p('joint_names') if n] or list(self.robot.joint_names)
         if len(names) != len(self.robot.joints):
@@ -65,8 +71,15 @@ class SimRobot(Node):
         self.target = self.q.copy()
         self.commands = 0
         seed = self._p('task_seed')
-        self.task = ReachTask.episode(seed, self._p('task_episode')) if seed >= 0 else None
-        self.errors = []   # (t, task error in px) per joint step, with a task
+        self.task = ReachTask.episode(seed, self._p('task_episode')) if seed >= 0 and \
+            self.physics is None else None
+        self.errors = []   # (t, task error: px in the 2D scene, m in a world) per joint step
+        if self.physics is not None:
+            from lamp_ros.sim.world.pick_place import PickPlaceEpisode
+            self.physics.reset(PickPlaceEpisode.draw(self.physics.world.task, max(seed, 0),
+                                                     self._p('task_episode')))
+            self.q = self.physics.joints()
+            self.target = self.q.copy()
         self._t0 = self._now()
         from sensor_msgs.msg import CompressedImage, Image, JointState
         from std_msgs.msg import Float64MultiArray
@@ -95,8 +108,18 @@ class SimRobot(Node):
         return self.get_parameter(name).value
 
     def _robot(self) -> tuple:
-        """(robot, where it came from): the artifact's, a robot file's, or the bundled arm
-        shaped by the camera parameters."""
+        """(robot, where it came from): a world's, the artifact's, a robot file's, or the
+        bundled arm shaped by the camera parameters."""
+        if self._p('world'):
+            from lamp_ros.sim.world.physics import MujocoWorld
+            from lamp_ros.sim.world.world import load_world
+            world = load_world(self._p('world'))
+            if self._p('moving_speed') >= 0:
+                world = world.moving(self._p('moving_speed'))
+            self.physics = MujocoWorld(world)
+            moving = f', bin moving at {world.task.speed:g} m/s' if world.task.speed else ''
+            return world.robot, f'world {world.name} (MuJoCo, {world.model.package}\'s model' \
+                f'{moving})'
         if self._p('artifact'):
             return robot_of_artifact(self._p('artifact'))
         if self._p('robot_file'):
@@ -130,7 +153,13 @@ class SimRobot(Node):
     def _step_joints(self) -> None:
         from sensor_msgs.msg import JointState
         dt = 1.0 / self._p('joint_rate_hz')
-        self.q = follow(self.q, self.target, dt, self._p('tau_s'))
+        if self.physics is not None:   # real time: physics catches up with the clock
+            self.physics.command(self.target)
+            self.physics.advance(self._now() - self._t0)
+            self.q = self.physics.joints()
+            self.errors.append((self.physics.time, self.physics.error()))
+        else:
+            self.q = follow(self.q, self.target, dt, self._p('tau_s'))
         if self.task is not None:
             t = self._now() - self._t0
             self.errors.append((t, self.task.error_px(t, self.q)))
@@ -147,8 +176,9 @@ class SimRobot(Node):
         stamp = self.get_clock().now().to_msg()
         t = self._now() - self._t0
         for slot, (camera, pub) in self.camera_pubs.items():
-            rgb = render(slot, camera.width, camera.height, t, self.q,
-                         None if self.task is None else self.task.cube_x(t))
+            rgb = self.physics.frame(slot, camera.width, camera.height) if self.physics else \
+                render(slot, camera.width, camera.height, t, self.q,
+                       None if self.task is None else self.task.cube_x(t))
             self.frames[slot] = rgb
             msg = convert.rgb_to_compressed(rgb, camera.encoding) if camera.compressed else \
                 convert.rgb_to_image(rgb, camera.encoding)
@@ -156,6 +186,11 @@ class SimRobot(Node):
             msg.header.frame_id = f'{slot}_camera'
             pub.publish(msg)
             self.frames_sent[slot] += 1
+
+    def destroy_node(self) -> None:
+        if self.physics is not None:
+            self.physics.close()
+        super().destroy_node()
 
     def _log_status(self) -> None:
         """What went by since the last status line: frames per camera, joint states, commands
@@ -172,10 +207,14 @@ class SimRobot(Node):
         waiting = '' if received else (f' (nothing drives it: is a vla_node active and '
                                        f'publishing on {self._p("command_topic")}?)')
         states = self.joint_states_sent - joint_states
+        task = ''
+        if self.physics is not None:
+            task = (f'; task: cube {self.physics.error():.3f} m from the bin centre, '
+                    f'{"in the bin" if self.physics.success() else "not in the bin"}')
         self.get_logger().info(
             f'last {seconds:.1f} s: frames {sent}; joint states {states} '
             f'({states / seconds:.0f}/s); commands received {received} '
-            f'({received / seconds:.1f}/s){waiting}')
+            f'({received / seconds:.1f}/s){waiting}{task}')
 
 
 def main(args=None) -> None:

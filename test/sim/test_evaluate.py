@@ -1,7 +1,7 @@
 """Closed-loop evaluation of the simulator's task (`lamp eval`): the scripted expert solves it,
 a policy with random weights does not, a controller that reads the scene wrongly fails, and
-the report keeps its contract (success_rate, mean_error, rms_jerk, max_boundary_jump,
-episodes)."""
+the report keeps its contract (success_rate, success_ci, episodes, mean_error, rms_jerk,
+max_boundary_jump, per_episode)."""
 
 import json
 import math
@@ -9,10 +9,12 @@ import math
 import numpy as np
 
 from lamp_ros.cli import main as lamp
-from lamp_ros.sim.evaluate import Episode, evaluate, ExpertController, smoothness
+from lamp_ros.sim.evaluate import (Episode, evaluate, ExpertController, smoothness,
+                                   success_interval)
 from lamp_ros.sim.task import ReachTask, succeeded, SUCCESS_PX
 
-KEYS = {'success_rate', 'mean_error', 'rms_jerk', 'max_boundary_jump', 'episodes'}
+KEYS = {'success_rate', 'success_ci', 'episodes', 'mean_error', 'rms_jerk', 'max_boundary_jump',
+        'per_episode'}
 
 
 def test_the_expert_target_puts_the_gripper_on_its_mark():
@@ -31,7 +33,8 @@ def test_success_needs_the_last_second_within_the_threshold():
 
 def test_the_scripted_expert_solves_it():
     report = evaluate(ExpertController(22.0, 7, 0.15), episodes=5, seconds=6.0, seed=1)
-    assert KEYS <= set(report) and len(report['episodes']) == 5
+    assert KEYS <= set(report) and report['episodes'] == len(report['per_episode']) == 5
+    assert report['success_ci'] == success_interval(5, 5) and report['success_ci'][1] == 1.0
     assert report['success_rate'] == 1.0 and report['mean_error'] < SUCCESS_PX
 
 
@@ -61,7 +64,7 @@ def test_lamp_eval_of_random_weights(tiny_artifact, tmp_path, capsys):
     assert lamp(['eval', tiny_artifact, '--episodes', '3', '--seconds', '5', '--out',
                  str(tmp_path / 'again.json')]) == 0
     again = json.loads((tmp_path / 'again.json').read_text())
-    assert again['episodes'][0]['errors'] == report['episodes'][0]['errors']
+    assert again['per_episode'][0]['errors'] == report['per_episode'][0]['errors']
     assert lamp(['eval', tiny_artifact, '--expert', '--episodes', '2', '--seconds', '5']) == 0
     assert 'expert: success 100%' in capsys.readouterr().out
 
@@ -74,11 +77,12 @@ def test_lamp_eval_can_override_the_merge_mode(tiny_artifact, tmp_path):
         out = tmp_path / f'{mode}.json'
         assert lamp(['eval', tiny_artifact, '--episodes', '1', '--seconds', '4',
                      '--merge-mode', mode, '--out', str(out)]) == 0
-        runs[mode] = json.loads(out.read_text())['episodes'][0]['errors']
+        runs[mode] = json.loads(out.read_text())['per_episode'][0]['errors']
     default = tmp_path / 'default.json'
     assert lamp(['eval', tiny_artifact, '--episodes', '1', '--seconds', '4', '--out',
                  str(default)]) == 0
-    assert json.loads(default.read_text())['episodes'][0]['errors'] == runs['temporal_ensemble']
+    assert json.loads(default.read_text())['per_episode'][0]['errors'] == \
+        runs['temporal_ensemble']
     assert runs['latest'] != runs['temporal_ensemble']
 
 
@@ -92,3 +96,11 @@ def test_a_boundary_kink_is_a_change_of_step_not_speed():
     bent = ramp[:6] + [ramp[5] + 0.3 * (k + 1) for k in range(4)]
     kinked = smoothness(Episode(0, True, 0.0, 0.0, [0.0] * 10, bent, [3, 6]), 10.0)
     assert math.isclose(kinked['max_boundary_kink'], 0.2)
+
+
+def test_the_success_interval_is_wilsons():
+    """95% Wilson score interval: known values, inside [0, 1], never empty at 0% or 100%."""
+    low, high = success_interval(95, 100)
+    assert math.isclose(low, 0.8882, abs_tol=1e-4) and math.isclose(high, 0.9785, abs_tol=1e-4)
+    assert success_interval(0, 20)[0] == 0.0 and 0.15 < success_interval(0, 20)[1] < 0.17
+    assert success_interval(10, 10)[1] == 1.0 and success_interval(10, 10)[0] < 1.0
