@@ -15,9 +15,10 @@ def write_report(report: dict, path: str, title: str, runs=None) -> list:
     import matplotlib
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt
+    from lamp_ros.provenance import provenance
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with open(path, 'w', encoding='utf-8') as f:
-        json.dump(report, f, indent=1)
+        json.dump({**report, 'provenance': provenance()}, f, indent=1)
     stem = path.rsplit('.', 1)[0]
     unit = report.get('error_unit', 'px')
     fig, ax = plt.subplots(figsize=(8, 4))
