@@ -31,6 +31,9 @@ setup(
         *tree('config'),
     ],
     install_requires=['setuptools'],
+    # `lamp eval --ray ADDRESS` (lamp_ros/sim/ray_runner.py); requirements.txt installs it for
+    # the tests
+    extras_require={'ray': ['ray==2.58.0']},
     zip_safe=True,
     maintainer='lamp_ros maintainers',
     maintainer_email='maintainers@lamp-ros.invalid',
