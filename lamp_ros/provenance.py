@@ -68,11 +68,25 @@ def package_version(name: str) -> str | None:
         return None
 
 
+def _this_command() -> list:
+    """This process's command line as a user would type it, without this machine's paths: a
+    console script (`lamp ...`) by its name, a script of this checkout relative to it."""
+    script, *rest = sys.argv or ['']
+    if os.path.isabs(script):
+        if script.startswith(os.path.join(sys.prefix, '')):
+            return [os.path.basename(script), *rest]
+        if script.startswith(os.path.join(ROOT, '')):
+            script = os.path.relpath(script, ROOT)
+        else:
+            script = os.path.basename(script)
+    return [os.path.basename(sys.executable), script, *rest]
+
+
 def provenance(device: str = 'cpu', command: list[str] | None = None) -> dict:
     """{command, commit, card, torch, python, date} of this run. `device`: where the figures were
     measured ('cpu', or 'cuda' for the GPU's name); `command`: the command line (this process's
     by default)."""
-    argv = command if command is not None else [os.path.basename(sys.executable), *sys.argv]
+    argv = command if command is not None else _this_command()
     return {'command': shlex.join(argv),
             'commit': commit(),
             'card': cpu_name() if device == 'cpu' else gpu_name(),

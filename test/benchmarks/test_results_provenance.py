@@ -68,3 +68,17 @@ def test_the_index_names_only_files_there_and_points_at_results_that_hold_proven
                 f'{name} points at {entry}, which holds no provenance'
         else:
             assert isinstance(entry, dict), f'{name}: a provenance or a results JSON\'s name'
+
+
+def test_a_recorded_command_holds_no_path_of_this_machine(monkeypatch):
+    """A console script is recorded by its name, a script of the checkout relative to it."""
+    import os
+    import sys
+
+    from lamp_ros.provenance import provenance, ROOT
+    monkeypatch.setattr(sys, 'argv', [os.path.join(sys.prefix, 'bin', 'lamp'), 'eval', 'A'])
+    assert provenance()['command'] == 'lamp eval A'
+    monkeypatch.setattr(sys, 'argv', [os.path.join(ROOT, 'bench', 'world_cost.py'), '--ticks',
+                                      '5'])
+    assert provenance()['command'].endswith(' bench/world_cost.py --ticks 5')
+    assert ROOT not in provenance()['command']

@@ -13,7 +13,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 # specs the docs compile that the suite builds anyway: served from that build (same command)
 SUITE_BUILDS = {'config/specs/pi05_tiny.yaml': 'demo_artifact',
                 'config/specs/pi05_tiny_int8.yaml': 'int8_artifact',
-                'config/specs/pi05_tiny_arm6.yaml': 'arm6_artifact'}
+                'config/specs/pi05_tiny_arm6.yaml': 'arm6_artifact',
+                'config/specs/viperx_pick_place_random.yaml': 'world_random_artifact'}
 
 
 STAMPED = ('requirements.txt', 'constraints.txt', 'setup.py', 'setup.cfg', 'package.xml')

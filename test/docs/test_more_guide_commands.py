@@ -3,7 +3,7 @@
 import pytest
 
 GUIDES = ('docs/own-policy.md', 'docs/policy.md', 'docs/precision.md', 'docs/regression.md',
-          'docs/spec.md', 'docs/testing.md', 'docs/whitebox.md')
+          'docs/sim.md', 'docs/spec.md', 'docs/testing.md', 'docs/whitebox.md')
 
 
 @pytest.mark.parametrize('doc', GUIDES)
