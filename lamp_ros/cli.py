@@ -19,12 +19,24 @@ def _sim(args) -> int:
     params = []
     if args.world:
         params += ['-p', f'world:={args.world}']
-    if args.moving is not None:
-        if not args.world:
-            raise SystemExit('lamp sim: --moving is a world\'s task option: give --world NAME')
-        params += ['-p', f'moving_speed:={args.moving}']
+    world_only = {'--moving': args.moving is not None, '--expert': args.expert,
+                  '--episode': args.episode is not None, '--one-episode': args.one_episode,
+                  '--seconds': args.seconds is not None}
+    given = [flag for flag, on in world_only.items() if on]
+    if given and not args.world:
+        raise SystemExit(f'lamp sim: {", ".join(given)}: options of a world: give --world NAME')
+    for flag, param, value in (('--moving', 'moving_speed', args.moving),
+                               ('--episode', 'task_episode', args.episode),
+                               ('--seconds', 'episode_seconds', args.seconds)):
+        if value is not None:
+            params += ['-p', f'{param}:={value}']
+    if args.expert:
+        params += ['-p', 'expert:=true']
+    if args.one_episode:
+        params += ['-p', 'one_episode:=true']
     ros_args = args.ros_args or (['--ros-args'] if params else [])
-    sim_main(args=['lamp_sim', *ros_args, *params])
+    outcome = sim_main(args=['lamp_sim', *ros_args, *params])
+    return 1 if outcome is not None and not outcome[0] else 0
     return 0
 
 
@@ -229,6 +241,14 @@ def build_parser() -> argparse.ArgumentParser:
                    'and task of docs/sim.md')
     p.add_argument('--moving', type=float, metavar='SPEED',
                    help='with --world: the bin slides at SPEED m/s')
+    p.add_argument('--expert', action='store_true',
+                   help='with --world: the scripted expert drives the arm through the command '
+                        'topic (demonstrations for lamp record)')
+    p.add_argument('--episode', type=int, help='with --world: which episode (cube place)')
+    p.add_argument('--one-episode', action='store_true',
+                   help='with --world: start when a recorder listens, run one episode, exit '
+                        '(status 1 if the task failed)')
+    p.add_argument('--seconds', type=float, help='with --world: the episode\'s length')
     p.set_defaults(func=_sim, takes_ros_args=True)
 
     from lamp_ros.monitor.top import register as register_top

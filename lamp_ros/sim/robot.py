@@ -4,12 +4,14 @@ With `world` (a name under config/worlds/, or a world file; `lamp sim --world NA
 is that world's MuJoCo arm (sim/world/): physics steps in real time at the joint rate following
 the last command through the model's position actuators, the cameras are rendered by MuJoCo at
 `camera_rate_hz`, and the task is the world's (episode `task_episode` of seed `task_seed`, 0 if
-negative; `moving_speed` >= 0 moves the bin); `errors` keeps the task's error in metres. Else
-the robot comes from an artifact (`artifact`: the robot its spec named, in its ABI, or else the
-robot its interface describes, artifact_robot.py), from a robot file (`robot_file`,
-spec/robot.py), or is the bundled 7-joint arm
-(config/robots/sim7.yaml, whose cameras the `cameras`, `camera_width`, `camera_height`,
-`encoding` and `image_transport` parameters then shape). It publishes each camera as the robot
+negative; `moving_speed` >= 0 moves the bin); `errors` keeps the task's error in metres.
+`expert` makes the world's scripted expert drive it through the command topic, and
+`one_episode` waits for a recorder, runs one episode (`episode_seconds`, or the world's) and
+exits (world/live.py). Else the robot comes from an artifact (`artifact`: the robot its spec
+named, in its ABI, or else the robot its interface describes, artifact_robot.py), from a robot
+file (`robot_file`, spec/robot.py), or is the bundled 7-joint arm (config/robots/sim7.yaml,
+whose cameras the `cameras`, `camera_width`, `camera_height`, `encoding` and `image_transport`
+parameters then shape). It publishes each camera as the robot
 says (a moving synthetic scene; jpeg/png as CompressedImage on exactly the given topic, raw
 encodings as Image) and /joint_states under the robot's joint names (`joint_names` renames
 them: a driver that names the same joints otherwise); the joints follow the commands on the
@@ -55,10 +57,11 @@ class SimRobot(Node):
              'image_transport': 'raw', 'camera_rate_hz': 10.0, 'joint_rate_hz': 50.0,
              'tau_s': 0.15, 'cameras': ['base', 'left_wrist', 'right_wrist'],
              'command_topic': '/vla_policy/joint_trajectory', 'cameras_enabled': True,
-             'task_seed': -1, 'task_episode': 0, 'world': '', 'moving_speed': -1.0}
+             'task_seed': -1, 'task_episode': 0, 'world': '', 'moving_speed': -1.0,
+             'expert': False, 'one_episode': False, 'episode_seconds': 0.0}
         for key, value in p.items():
             self.declare_parameter(key, value)
-        self.physics = None   # a MuJoCo world (sim/world/physics.py), with `world`
+        self.live = None   # a MuJoCo world in real time (sim/world/live.py), with `world`
         self.robot, source = self._robot()
         names = [n for n in self._p('joint_names') if n] or list(self.robot.joint_names)
         if len(names) != len(self.robot.joints):
@@ -72,13 +75,12 @@ class SimRobot(Node):
         self.commands = 0
         seed = self._p('task_seed')
         self.task = ReachTask.episode(seed, self._p('task_episode')) if seed >= 0 and \
-            self.physics is None else None
+            self.live is None else None
         self.errors = []   # (t, task error: px in the 2D scene, m in a world) per joint step
-        if self.physics is not None:
-            from lamp_ros.sim.world.pick_place import PickPlaceEpisode
-            self.physics.reset(PickPlaceEpisode.draw(self.physics.world.task, max(seed, 0),
-                                                     self._p('task_episode')))
-            self.q = self.physics.joints()
+        from rclpy.task import Future
+        self.finished = Future()   # done when a one-episode world is over: (success, error)
+        if self.live is not None:
+            self.q = self.live.physics.joints()
             self.target = self.q.copy()
         self._t0 = self._now()
         from sensor_msgs.msg import CompressedImage, Image, JointState
@@ -111,12 +113,15 @@ class SimRobot(Node):
         """(robot, where it came from): a world's, the artifact's, a robot file's, or the
         bundled arm shaped by the camera parameters."""
         if self._p('world'):
-            from lamp_ros.sim.world.physics import MujocoWorld
+            from lamp_ros.sim.world.live import LiveWorld
             from lamp_ros.sim.world.world import load_world
             world = load_world(self._p('world'))
             if self._p('moving_speed') >= 0:
                 world = world.moving(self._p('moving_speed'))
-            self.physics = MujocoWorld(world)
+            self.live = LiveWorld(self, world, max(self._p('task_seed'), 0),
+                                  self._p('task_episode'), self._p('episode_seconds'),
+                                  self._p('expert'), self._p('one_episode'),
+                                  self._p('command_topic'))
             moving = f', bin moving at {world.task.speed:g} m/s' if world.task.speed else ''
             return world.robot, f'world {world.name} (MuJoCo, {world.model.package}\'s model' \
                 f'{moving})'
@@ -153,11 +158,11 @@ class SimRobot(Node):
     def _step_joints(self) -> None:
         from sensor_msgs.msg import JointState
         dt = 1.0 / self._p('joint_rate_hz')
-        if self.physics is not None:   # real time: physics catches up with the clock
-            self.physics.command(self.target)
-            self.physics.advance(self._now() - self._t0)
-            self.q = self.physics.joints()
-            self.errors.append((self.physics.time, self.physics.error()))
+        if self.live is not None:   # real time: physics catches up with the clock
+            self.q = self.live.step(self._now() - self._t0, self.target)
+            self.errors.append((self.live.physics.time, self.live.physics.error()))
+            if self.live.over and not self.finished.done():
+                self.finished.set_result(self.live.outcome)
         else:
             self.q = follow(self.q, self.target, dt, self._p('tau_s'))
         if self.task is not None:
@@ -176,7 +181,7 @@ class SimRobot(Node):
         stamp = self.get_clock().now().to_msg()
         t = self._now() - self._t0
         for slot, (camera, pub) in self.camera_pubs.items():
-            rgb = self.physics.frame(slot, camera.width, camera.height) if self.physics else \
+            rgb = self.live.physics.frame(slot, camera.width, camera.height) if self.live else \
                 render(slot, camera.width, camera.height, t, self.q,
                        None if self.task is None else self.task.cube_x(t))
             self.frames[slot] = rgb
@@ -188,8 +193,8 @@ class SimRobot(Node):
             self.frames_sent[slot] += 1
 
     def destroy_node(self) -> None:
-        if self.physics is not None:
-            self.physics.close()
+        if self.live is not None:
+            self.live.close()
         super().destroy_node()
 
     def _log_status(self) -> None:
@@ -208,16 +213,18 @@ class SimRobot(Node):
                                        f'publishing on {self._p("command_topic")}?)')
         states = self.joint_states_sent - joint_states
         task = ''
-        if self.physics is not None:
-            task = (f'; task: cube {self.physics.error():.3f} m from the bin centre, '
-                    f'{"in the bin" if self.physics.success() else "not in the bin"}')
+        if self.live is not None:
+            physics = self.live.physics
+            task = (f'; task: cube {physics.error():.3f} m from the bin centre, '
+                    f'{"in the bin" if physics.success() else "not in the bin"}')
         self.get_logger().info(
             f'last {seconds:.1f} s: frames {sent}; joint states {states} '
             f'({states / seconds:.0f}/s); commands received {received} '
             f'({received / seconds:.1f}/s){waiting}{task}')
 
 
-def main(args=None) -> None:
+def main(args=None):
+    """Run the simulator until stopped; a one-episode world returns its (success, error)."""
     import rclpy
     from rclpy.executors import ExternalShutdownException
 
@@ -227,7 +234,8 @@ def main(args=None) -> None:
         with rclpy.init(args=args):
             robot = SimRobot()
             try:
-                rclpy.spin(robot)
+                rclpy.spin_until_future_complete(robot, robot.finished)
+                return robot.finished.result() if robot.finished.done() else None
             except Exception:
                 if robot.context.ok():
                     raise
