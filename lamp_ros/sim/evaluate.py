@@ -37,6 +37,7 @@ class Episode:
     commands: list
     boundaries: list     # tick indices where a new chunk came in
     strip: list = field(default_factory=list)   # (t, small RGB frame) over the episode
+    outcome: str = ''    # how the episode ended, in words (the world says)
 
 
 class ArtifactController:
@@ -194,7 +195,8 @@ def run_episode(controller, env, index: int, seconds: float, latency_ticks: int 
         errors.append(env.error(t))
     last = max(1, int(round(controller.rate_hz)))
     return Episode(index, bool(env.succeeded(errors, controller.rate_hz)), float(np.mean(errors)),
-                   float(np.mean(errors[-last:])), errors, commands, boundaries, strip)
+                   float(np.mean(errors[-last:])), errors, commands, boundaries, strip,
+                   env.outcome(errors, controller.rate_hz))
 
 
 def smoothness(episode: Episode, rate_hz: float) -> dict:
@@ -241,16 +243,16 @@ def report_of(runs: list, rate_hz: float, env_name: str, unit: str, seconds: flo
         'max_boundary_jump': float(np.nanmax([s['max_boundary_jump'] for s in smooth])),
         'max_boundary_kink': float(np.nanmax([s['max_boundary_kink'] for s in smooth])),
         'world': env_name, 'latency_ticks': latency_ticks, 'seconds': seconds, 'seed': seed,
-        'per_episode': [{'index': e.index, 'success': e.success, 'mean_error': e.mean_error,
-                         'final_error': e.final_error, **s,
+        'per_episode': [{'index': e.index, 'success': e.success, 'outcome': e.outcome,
+                         'mean_error': e.mean_error, 'final_error': e.final_error, **s,
                          'errors': [round(x, 4 if unit == 'm' else 2) for x in e.errors]}
                         for e, s in zip(runs, smooth)],
     }
 
 
 def describe_episode(episode: Episode, unit: str) -> str:
-    return (f'{"success" if episode.success else "fail"}, mean error {episode.mean_error:.3g} '
-            f'{unit}')
+    return (f'{"success" if episode.success else "fail"} ({episode.outcome}), mean error '
+            f'{episode.mean_error:.3g} {unit}')
 
 
 def evaluate(controller, episodes: int = 10, seconds: float | None = None,

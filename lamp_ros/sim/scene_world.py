@@ -59,5 +59,10 @@ class SceneWorld:
     def succeeded(self, errors, rate_hz: float) -> bool:
         return succeeded(errors, rate_hz)
 
+    def outcome(self, errors, rate_hz: float) -> str:
+        from lamp_ros.sim.task import SUCCESS_PX, SUCCESS_S
+        held = 'held' if self.succeeded(errors, rate_hz) else 'not held'
+        return f'within {SUCCESS_PX:g} px for the last {SUCCESS_S:g} s: {held}'
+
     def close(self) -> None:
         pass

@@ -64,5 +64,8 @@ class WorldEnv:
     def succeeded(self, errors, rate_hz: float) -> bool:
         return self.sim.success()
 
+    def outcome(self, errors, rate_hz: float) -> str:
+        return self.sim.outcome()
+
     def close(self) -> None:
         self.sim.close()

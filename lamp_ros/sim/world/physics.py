@@ -11,7 +11,8 @@ import numpy as np
 
 from lamp_ros.sim.world.gl import mujoco_module
 from lamp_ros.sim.world.mujoco_model import build_model, yaw_quat
-from lamp_ros.sim.world.pick_place import bin_xy, error_m, PickPlaceEpisode, succeeded
+from lamp_ros.sim.world.pick_place import (bin_xy, error_m, outcome, PickPlaceEpisode,
+                                           succeeded)
 from lamp_ros.sim.world.world import World
 
 CUBE_HALF = 0.02   # gym-aloha's box: a 4 cm cube
@@ -106,6 +107,9 @@ class MujocoWorld:
 
     def success(self) -> bool:
         return succeeded(self.world.task, self.cube()[:3], self.bin_centre(), self.held())
+
+    def outcome(self) -> str:
+        return outcome(self.world.task, self.cube()[:3], self.bin_centre(), self.held())
 
     def frame(self, slot: str, width: int, height: int) -> np.ndarray:
         """(height, width, 3) uint8 RGB of the robot's camera `slot` now."""

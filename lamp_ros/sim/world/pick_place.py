@@ -56,3 +56,16 @@ def in_bin(options: PickPlaceOptions, cube_pos, bin_centre) -> bool:
 
 def succeeded(options: PickPlaceOptions, cube_pos, bin_centre, held: bool) -> bool:
     return bool(in_bin(options, cube_pos, bin_centre)) and not held
+
+
+def outcome(options: PickPlaceOptions, cube_pos, bin_centre, held: bool) -> str:
+    """Where the episode left the cube, in words (the report's per-episode `outcome`)."""
+    if succeeded(options, cube_pos, bin_centre, held):
+        return 'in the bin, released'
+    if held:
+        return 'still in the hand'
+    if in_bin(options, (cube_pos[0], cube_pos[1], 0.0), bin_centre):
+        return 'over the bin, not in it'
+    if cube_pos[2] < -0.1:
+        return 'fell off the table'
+    return f'on the table, {error_m(cube_pos, bin_centre):.2f} m from the bin centre'

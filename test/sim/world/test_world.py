@@ -12,7 +12,7 @@ import yaml
 
 from lamp_ros.cli import main as lamp
 from lamp_ros.sim.world.physics import CUBE_HALF, MujocoWorld
-from lamp_ros.sim.world.pick_place import PickPlaceEpisode, succeeded
+from lamp_ros.sim.world.pick_place import outcome, PickPlaceEpisode, succeeded
 from lamp_ros.sim.world.world import load_world, WORLDS_DIR, WorldError
 
 WORLD = 'viperx_pick_place'
@@ -96,6 +96,10 @@ def test_success_is_in_the_bin_and_released():
     assert not succeeded(options, inside, centre, held=True)        # still in the hand
     assert not succeeded(options, (inside[0], inside[1], 0.12), centre, held=False)  # above
     assert not succeeded(options, (centre[0] + 0.08, centre[1], 0.02), centre, held=False)
+    assert outcome(options, inside, centre, held=True) == 'still in the hand'
+    assert outcome(options, (inside[0], inside[1], 0.12), centre, False) == \
+        'over the bin, not in it'
+    assert outcome(options, (0.0, 0.4, 0.02), centre, False).startswith('on the table, 0.')
 
 
 def test_the_scripted_expert_solves_it_in_parallel_workers(tmp_path, capsys):
@@ -108,7 +112,8 @@ def test_the_scripted_expert_solves_it_in_parallel_workers(tmp_path, capsys):
     assert KEYS <= set(report) and report['episodes'] == 3 and report['error_unit'] == 'm'
     assert report['success_rate'] == 1.0 and report['success_ci'][0] > 0.4
     assert [e['index'] for e in report['per_episode']] == [0, 1, 2]
-    assert all(e['final_error'] < 0.05 for e in report['per_episode'])
+    assert all(e['final_error'] < 0.05 and e['outcome'] == 'in the bin, released'
+               for e in report['per_episode'])
     assert (tmp_path / 'expert.png').stat().st_size and \
         (tmp_path / 'expert_frames.png').stat().st_size
     assert lamp(['eval', '--expert', '--world', WORLD, '--episodes', '1', '--out',
@@ -131,6 +136,7 @@ def test_a_random_policy_fails_the_task(world_random_artifact, tmp_path):
                  '--out', str(out)]) == 0
     report = json.loads(out.read_text())
     assert report['success_rate'] == 0.0 and report['mean_error'] > 0.1
+    assert all(e['outcome'] != 'in the bin, released' for e in report['per_episode'])
     assert all(len(e['errors']) == 264 for e in report['per_episode'])   # 12 s at 22 Hz
 
 
