@@ -128,8 +128,9 @@ class DatasetWriter:
         if episode.task not in self._tasks:
             self._tasks.append(episode.task)
         columns = {
-            layout.STATE: np.asarray(episode.states, np.float32),
-            layout.ACTION: np.asarray(episode.actions, np.float32),
+            # C order, as LeRobot stacks its frames: numpy's sums (so the means) depend on it
+            layout.STATE: np.ascontiguousarray(episode.states, np.float32),
+            layout.ACTION: np.ascontiguousarray(episode.actions, np.float32),
             'timestamp': np.arange(n) / self.fps,      # float64 for the stats, as LeRobot's
             'frame_index': np.arange(n, dtype=np.int64),
             'episode_index': np.full(n, index, np.int64),
