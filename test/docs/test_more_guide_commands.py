@@ -2,8 +2,8 @@
 
 import pytest
 
-GUIDES = ('docs/own-policy.md', 'docs/policy.md', 'docs/precision.md', 'docs/regression.md',
-          'docs/spec.md', 'docs/testing.md', 'docs/whitebox.md')
+GUIDES = ('docs/dataset.md', 'docs/own-policy.md', 'docs/policy.md', 'docs/precision.md',
+          'docs/regression.md', 'docs/spec.md', 'docs/testing.md', 'docs/whitebox.md')
 
 
 @pytest.mark.parametrize('doc', GUIDES)
