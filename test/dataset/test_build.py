@@ -4,6 +4,9 @@ The synthetic recordings (lamp_ros/dataset/sample_bag.py) define every value, so
 checked exactly: frame k = command k, with image k of every camera and joint state 4 k + 2."""
 
 import json
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -125,3 +128,11 @@ def test_task_and_fps_options(tmp_path, capsys, two_bags):
     assert data.columns['timestamp'][3] == np.float32(3 / 5)
     with open(f'{out}/meta/info.json', encoding='utf-8') as f:
         assert json.load(f)['robot_type'] == 'sim7'
+
+
+def test_the_dataset_package_imports_no_torch():
+    """lamp dataset runs where the robot's recordings are: no torch needed."""
+    code = ('import sys, lamp_ros.dataset.build, lamp_ros.dataset.reader, '
+            'lamp_ros.dataset.sample_bag; sys.exit("torch" in sys.modules)')
+    assert subprocess.run([sys.executable, '-c', code], env=dict(
+        os.environ, PYTHONPATH=os.getcwd())).returncode == 0
