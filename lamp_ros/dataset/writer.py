@@ -81,7 +81,7 @@ class DatasetWriter:
         self._frames = 0
         self._file = (0, 0)           # (chunk, file) of the open data file
         self._file_start = 0          # index of its first frame
-        self._parquet = None
+        self._parquet = self._sink = None
 
     def _path(self, template: str, chunk_file: tuple) -> str:
         path = os.path.join(self.root, template.format(chunk_index=chunk_file[0],
@@ -94,12 +94,11 @@ class DatasetWriter:
         (at its frames' average size so far) is closed, the episode goes to the next one."""
         if self._parquet is None:
             return
-        size_mb = os.path.getsize(self._parquet.where) / 1024**2
+        size_mb = self._sink.tell() / 1024**2   # what is written: the file may lag behind
         in_file = self._frames - self._file_start
         if size_mb + size_mb / max(in_file, 1) * frames < layout.DATA_FILES_SIZE_IN_MB:
             return
-        self._parquet.close()
-        self._parquet = None
+        self._close_data()
         chunk, file = self._file
         self._file = (chunk + 1, 0) if file == layout.CHUNKS_SIZE - 1 else (chunk, file + 1)
         self._file_start = self._frames
@@ -157,8 +156,8 @@ class DatasetWriter:
                 episode_stats[key] = stats.vector_stats(values)
         self._next_file(n)
         if self._parquet is None:
-            self._parquet = pq.ParquetWriter(self._path(layout.DATA_PATH, self._file),
-                                             self.schema, compression='snappy',
+            self._sink = pa.OSFile(self._path(layout.DATA_PATH, self._file), 'wb')
+            self._parquet = pq.ParquetWriter(self._sink, self.schema, compression='snappy',
                                              use_dictionary=True)
         self._parquet.write_table(pa.Table.from_arrays(arrays, schema=self.schema))
         row = {'episode_index': index, 'tasks': [episode.task], 'length': n,
@@ -173,11 +172,15 @@ class DatasetWriter:
         self._stats = stats.merge(self._stats, episode_stats)
         self._frames += n
 
-    def finish(self) -> dict:
-        """Writes the metadata; returns info.json's content."""
+    def _close_data(self) -> None:
         if self._parquet is not None:
             self._parquet.close()
-            self._parquet = None
+            self._sink.close()
+            self._parquet = self._sink = None
+
+    def finish(self) -> dict:
+        """Writes the metadata; returns info.json's content."""
+        self._close_data()
         if not self._episodes:
             raise ValueError('no episode to write')
         info = layout.info(self.fps, self.features, len(self._episodes), self._frames,

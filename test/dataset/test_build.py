@@ -136,3 +136,20 @@ def test_the_dataset_package_imports_no_torch():
             'lamp_ros.dataset.sample_bag; sys.exit("torch" in sys.modules)')
     assert subprocess.run([sys.executable, '-c', code], env=dict(
         os.environ, PYTHONPATH=os.getcwd())).returncode == 0
+
+
+def test_a_full_data_file_is_closed_and_the_next_episode_starts_the_next(
+        tmp_path, capsys, two_bags, monkeypatch):
+    """LeRobot's rule at 100 MB, here at 3 kB: episode 1 would pass it, so it goes to
+    file-001; the episodes parquet says where each episode lies."""
+    from lamp_ros.dataset import layout
+    monkeypatch.setattr(layout, 'DATA_FILES_SIZE_IN_MB', 0.003)
+    code, out, text = _dataset(tmp_path, capsys, *two_bags)
+    assert code == 0, text
+    data = read_dataset(out)
+    assert [(e['data/chunk_index'], e['data/file_index']) for e in data.episodes] == [
+        (0, 0), (0, 1)]
+    assert os.path.isfile(f'{out}/data/chunk-000/file-001.parquet')
+    assert list(data.columns['index']) == list(range(20))
+    np.testing.assert_array_equal(data.image(19, 'observation.images.wrist'),
+                                  sample_bag.image(7, 1, 16, 12))
