@@ -209,6 +209,18 @@ def _graph(args) -> int:
     return 0
 
 
+def _dataset(args) -> int:
+    from lamp_ros.dataset.build import build_dataset
+    with progress_lines('dataset') as say:
+        result = build_dataset(args.bags, args.out, fps=args.fps, task=args.task,
+                               robot_type=args.robot_type, progress=say)
+    repo_id = args.repo_id or f'local/{os.path.basename(os.path.abspath(args.out))}'
+    print(f'wrote {len(result.episodes)} episodes, {result.frames} frames at {result.fps} fps, '
+          f'tasks {list(result.tasks)} -> {result.out} (LeRobot v3.0)')
+    print(f'load it: LeRobotDataset({repo_id!r}, root={result.out!r})')
+    return 0
+
+
 def _write(path: str, text: str) -> None:
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with open(path, 'w', encoding='utf-8') as f:
@@ -339,6 +351,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('graph')
     p.add_argument('--svg', help='picture path (default: next to the JSON)')
     p.set_defaults(func=_graph)
+
+    p = sub.add_parser('dataset', help='recordings (bags) -> a LeRobot v3.0 dataset, one '
+                       'episode per bag')
+    p.add_argument('bags', nargs='+', metavar='BAG', help='rosbag2 folders, in episode order')
+    p.add_argument('--out', required=True, help='dataset folder to write (new or empty)')
+    p.add_argument('--fps', type=int, help='frame rate (default: the recorded command rate, '
+                   'rounded)')
+    p.add_argument('--task', help='task text of every episode (default: the prompt in the '
+                   'node\'s session record)')
+    p.add_argument('--repo-id', help='the name LeRobot loads it by (default: local/<out name>); '
+                   'printed, not stored')
+    p.add_argument('--robot-type', help='info.json robot_type (default: none)')
+    p.set_defaults(func=_dataset)
 
     from lamp_ros.whitebox.commands import register
     register(sub)

@@ -4,7 +4,7 @@ modules so that the suite's parallel phase runs them on two workers."""
 
 import pytest
 
-GUIDES = ('docs/artifact.md', 'docs/checkpoints.md', 'docs/dds_interop.md',
+GUIDES = ('docs/artifact.md', 'docs/checkpoints.md', 'docs/dataset.md', 'docs/dds_interop.md',
           'docs/demo-policy.md', 'docs/evaluation.md', 'docs/gpu.md', 'docs/node.md')
 
 
