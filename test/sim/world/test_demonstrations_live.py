@@ -24,16 +24,16 @@ def test_expert_demonstrations_become_a_lerobot_dataset(tmp_path):
     bags = tmp_path / 'bags'
     run = subprocess.run(
         [sys.executable, os.path.join(ROOT, 'scripts', 'record_demonstrations.py'),
-         '--episodes', '1', '--first', '2', '--seconds', '6', '--out', str(bags)],
+         '--episodes', '1', '--first', '1', '--seconds', '8', '--out', str(bags)],
         capture_output=True, text=True, timeout=180, cwd=ROOT)
     assert run.returncode == 0, run.stdout + run.stderr
-    assert '[demos] episode 2: success' in run.stdout, run.stdout + run.stderr
+    assert '[demos] episode 1: success' in run.stdout, run.stdout + run.stderr
     out = tmp_path / 'dataset'
-    assert lamp(['dataset', str(bags / 'episode_0002'), '--out', str(out), '--task', TASK]) == 0
+    assert lamp(['dataset', str(bags / 'episode_0001'), '--out', str(out), '--task', TASK]) == 0
     data = read_dataset(str(out))
     robot = load_world('viperx_pick_place').robot
     assert data.info['codebase_version'] == 'v3.0' and data.fps == 22
-    assert 0.85 * 6 * 22 <= len(data) <= 1.1 * 6 * 22, len(data)     # one frame per command
+    assert 0.85 * 8 * 22 <= len(data) <= 1.1 * 8 * 22, len(data)     # one frame per command
     assert data.tasks == [TASK] and len(data.episodes) == 1
     assert data.info['features']['action']['names'] == list(robot.joint_names)
     state, action = data.columns['observation.state'], data.columns['action']
