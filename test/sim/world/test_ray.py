@@ -32,7 +32,7 @@ def ray_cluster():
     temp = tempfile.mkdtemp(prefix='ray')
     started = subprocess.run(
         [ray, 'start', '--head', f'--port={port}', '--node-ip-address=127.0.0.1',
-         '--num-cpus=2', '--include-dashboard=false', f'--temp-dir={temp}'],
+         '--num-cpus=1', '--include-dashboard=false', f'--temp-dir={temp}'],
         env=env, capture_output=True, text=True, timeout=180)
     assert started.returncode == 0, started.stdout + started.stderr
     try:
@@ -44,7 +44,7 @@ def ray_cluster():
 
 def test_episodes_on_a_ray_cluster_give_the_local_report(ray_cluster, tmp_path):
     common = ['eval', '--expert', '--world', WORLD, '--episodes', '2']
-    assert lamp([*common, '--workers', '2', '--ray', ray_cluster, '--out',
+    assert lamp([*common, '--ray', ray_cluster, '--out',
                  str(tmp_path / 'ray.json')]) == 0
     assert lamp([*common, '--out', str(tmp_path / 'local.json')]) == 0
     on_ray, local = (json.loads((tmp_path / f'{n}.json').read_text()) for n in ('ray', 'local'))
