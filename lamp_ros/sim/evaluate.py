@@ -257,25 +257,21 @@ def describe_episode(episode: Episode, unit: str) -> str:
 
 def evaluate(controller, episodes: int = 10, seconds: float | None = None,
              latency_ticks: int = 0, seed: int = 0, slots=None, progress=None, transform=None,
-             env=None, strip_slot: str | None = None, joint_names=None) -> dict:
+             env=None, joint_names=None) -> dict:
     """Closed-loop episodes in this process -> the report. `env`: the world (default: the 2D
     scene with the controller's joint count); `seconds`: the world's episode length if None.
-    `strip`, if asked for with `strip_slot`, is returned beside the report (`runs`)."""
+    (`lamp eval` runs them through parallel.run_episodes, which also keeps frame strips.)"""
     env = env or SceneWorld(controller.joints, seed)
     check_fits(controller, joint_names, env)
     seconds = env.default_seconds if seconds is None else seconds
     runs = []
     for i in range(episodes):
         episode = run_episode(controller, env, i, seconds, latency_ticks, slots=slots,
-                              transform=transform, strip_slot=strip_slot)
+                              transform=transform)
         runs.append(episode)
         if progress:
             progress(f'episode {i + 1}/{episodes}: {describe_episode(episode, env.unit)}')
-    report = report_of(runs, controller.rate_hz, env.name, env.unit, seconds, latency_ticks,
-                       seed)
-    if strip_slot:
-        report['runs'] = runs
-    return report
+    return report_of(runs, controller.rate_hz, env.name, env.unit, seconds, latency_ticks, seed)
 
 
 def compare(a: dict, b: dict) -> dict:
