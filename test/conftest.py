@@ -162,10 +162,10 @@ VARIANT_EDITS = {
     'area': lambda s: s['policy']['options']['glue'].update(interpolation='area'),
     'one_length': lambda s: s['fusion'].update(text_lengths=[]),  # every prompt at 96 tokens
     'no_passes': lambda s: s.pop('passes'),  # the prototype's modules as they are
+    'prototype': lambda s: (s.pop('passes'), s['fusion'].update(text_lengths=[])),  # neither
     'split_prefix': lambda s: s['fusion'].update(split_after=['prefix']),  # its own group
     'rtc_guided': lambda s: _rtc_guided(s),
 }
-
 
 def _rtc_guided(spec: dict) -> None:
     """Real-time chunking's guided mode; its stage's backward pass exports by the
@@ -182,22 +182,19 @@ def _rtc_guided(spec: dict) -> None:
 def tiny_variant(tmp_path_factory):
     """tiny_variant(name, spec=TINY_SPEC) -> path of the spec (pi05_tiny with random weights,
     or DEMO_SPEC) compiled with one edit (VARIANT_EDITS), built on first use and shared by the
-    whole session (about 30 s each)."""
+    whole session (about 30 s each). The edited spec is parsed where the original lies
+    (lamp_ros.spec.edited_spec), as bench/tiny_cpu.py builds its variants: the same spec, the
+    same artifact (test/docs serves tiny_cpu.py these builds)."""
     from lamp_ros.compiler.build import compile_spec
-    from lamp_ros.spec import spec_data, write_spec
-    specs = tmp_path_factory.mktemp('variant_specs')
+    from lamp_ros.spec import edited_spec
     built = {}
-
-    def build(name: str, base: str, label: str, out: str) -> None:
-        spec = spec_data(base)
-        VARIANT_EDITS[name](spec)
-        compile_spec(write_spec(spec, str(specs / f'{label}.yaml')), out)
 
     def get(name: str, spec: str = TINY_SPEC) -> str:
         label = name if spec == TINY_SPEC else f'{os.path.basename(spec)[:-5]}_{name}'
         if label not in built:
-            built[label] = shared_build(tmp_path_factory, f'variant_{label}',
-                                        lambda out: build(name, spec, label, out))
+            built[label] = shared_build(
+                tmp_path_factory, f'variant_{label}',
+                lambda out: compile_spec(edited_spec(spec, VARIANT_EDITS[name]), out))
         return built[label]
     return get
 
