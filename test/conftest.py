@@ -166,6 +166,12 @@ VARIANT_EDITS = {
     'split_prefix': lambda s: s['fusion'].update(split_after=['prefix']),  # its own group
     'rtc_guided': lambda s: _rtc_guided(s),
 }
+# Variants with one prompt length (fusion.text_lengths: []): each exports the group once, not
+# at three lengths, for tests of what the lengths do not touch (`lamp diff`'s causes)
+for _name in ('seed', 'fp16', 'area'):
+    VARIANT_EDITS[f'{_name}_one_length'] = \
+        lambda s, edit=VARIANT_EDITS[_name]: (VARIANT_EDITS['one_length'](s), edit(s))
+
 
 def _rtc_guided(spec: dict) -> None:
     """Real-time chunking's guided mode; its stage's backward pass exports by the
