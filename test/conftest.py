@@ -42,6 +42,38 @@ if 'ROS_DOMAIN_ID' not in os.environ:
     _DOMAIN, _DOMAIN_LOCK = claim_ros_domain()
     os.environ['ROS_DOMAIN_ID'] = str(_DOMAIN)
 
+# The parallel phase (scripts/run.sh: pytest-xdist, --dist loadfile, --no-loadscope-reorder)
+# hands each worker the next file in collection order when it is nearly done with its own, so
+# a long file handed out last keeps one worker busy while the other has nothing left (130 s of
+# 680 on 2 cores). These files go first, longest first (seconds on 2 cores, builds included),
+# the two builds most files share starting on the two workers at once; the rest follow in the
+# order pytest collects them.
+LONG_FILES = (
+    'test/compiler/test_precision_plan.py',         # 95: the int8 plan's build (85)
+    'test/spec/test_spec_doc.py',                   # 75: pi05_tiny, demo, arm6, act_small builds
+    'test/docs/test_guide_commands.py',             # 150
+    'test/benchmarks/test_device_smoke.py',         # 110
+    'test/docs/test_readme_commands.py',            # 105
+    'test/policies/pi05/test_passes.py',            # 60
+    'test/docs/test_more_guide_commands.py',        # 60
+    'test/whitebox/test_diff.py',                   # 55
+    'test/docs/test_bench_readme.py',               # 45
+    'test/policies/pi05/test_rtc.py',               # 45
+    'test/checkpoints/test_import_pi05.py',         # 45
+    'test/compiler/test_compile_tiny.py',           # 40
+    'test/benchmarks/test_compile_cache.py',        # 40
+)
+
+
+def pytest_collection_modifyitems(items):
+    """LONG_FILES first, in its order; every file's tests stay together and in order."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    missing = [path for path in LONG_FILES if not os.path.isfile(os.path.join(root, path))]
+    assert not missing, f'test/conftest.py LONG_FILES: no such file {missing}'
+    rank = {path: i for i, path in enumerate(LONG_FILES)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split('::')[0], len(rank)))
+
+
 TINY_SPEC = 'config/specs/pi05_tiny_random.yaml'
 DEMO_SPEC = 'config/specs/pi05_tiny.yaml'
 SHARED_BUILDS = 'LAMP_TEST_BUILDS'
