@@ -34,13 +34,15 @@ case "$job" in
     # The whole suite in two phases: what does not time anything on pytest-xdist workers (one
     # per core, at most 4), then the ROS and timing tests alone, so that no rate they assert
     # shares its cores with a compile. Both phases share each compiled tiny artifact
-    # (test/conftest.py: shared_build) through one temporary folder.
+    # (test/conftest.py: shared_build) through one temporary folder. Files are handed out in
+    # collection order, the longest first (test/conftest.py: LONG_FILES), not by their count
+    # of tests (xdist's default put the one-test doc files last).
     workers="$(nproc)"; [ "$workers" -le 4 ] || workers=4
     LAMP_TEST_BUILDS="$(mktemp -d)"; export LAMP_TEST_BUILDS
     trap 'rm -rf "$LAMP_TEST_BUILDS"' EXIT
     rc=0
-    "$venv/bin/python" -m pytest -q -n "$workers" --dist loadfile -m 'not (ros or timing)' \
-      test || rc=$?
+    "$venv/bin/python" -m pytest -q -n "$workers" --dist loadfile --no-loadscope-reorder \
+      -m 'not (ros or timing)' test || rc=$?
     "$venv/bin/python" -m pytest -q -m 'ros or timing' test || rc=$?
     exit "$rc"
     ;;

@@ -42,6 +42,38 @@ if 'ROS_DOMAIN_ID' not in os.environ:
     _DOMAIN, _DOMAIN_LOCK = claim_ros_domain()
     os.environ['ROS_DOMAIN_ID'] = str(_DOMAIN)
 
+# The parallel phase (scripts/run.sh: pytest-xdist, --dist loadfile, --no-loadscope-reorder)
+# hands each worker the next file in collection order when it is nearly done with its own, so
+# a long file handed out last keeps one worker busy while the other has nothing left (130 s of
+# 680 on 2 cores). These files go first, longest first (seconds on 2 cores, builds included),
+# the two builds most files share starting on the two workers at once; the rest follow in the
+# order pytest collects them.
+LONG_FILES = (
+    'test/compiler/test_precision_plan.py',         # 95: the int8 plan's build (85)
+    'test/spec/test_spec_doc.py',                   # 75: pi05_tiny, demo, arm6, act_small builds
+    'test/docs/test_guide_commands.py',             # 150
+    'test/benchmarks/test_device_smoke.py',         # 110
+    'test/docs/test_readme_commands.py',            # 105
+    'test/policies/pi05/test_passes.py',            # 60
+    'test/docs/test_more_guide_commands.py',        # 60
+    'test/whitebox/test_diff.py',                   # 55
+    'test/docs/test_bench_readme.py',               # 45
+    'test/policies/pi05/test_rtc.py',               # 45
+    'test/checkpoints/test_import_pi05.py',         # 45
+    'test/compiler/test_compile_tiny.py',           # 40
+    'test/benchmarks/test_compile_cache.py',        # 40
+)
+
+
+def pytest_collection_modifyitems(items):
+    """LONG_FILES first, in its order; every file's tests stay together and in order."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    missing = [path for path in LONG_FILES if not os.path.isfile(os.path.join(root, path))]
+    assert not missing, f'test/conftest.py LONG_FILES: no such file {missing}'
+    rank = {path: i for i, path in enumerate(LONG_FILES)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split('::')[0], len(rank)))
+
+
 TINY_SPEC = 'config/specs/pi05_tiny_random.yaml'
 DEMO_SPEC = 'config/specs/pi05_tiny.yaml'
 SHARED_BUILDS = 'LAMP_TEST_BUILDS'
@@ -170,9 +202,15 @@ VARIANT_EDITS = {
     'area': lambda s: s['policy']['options']['glue'].update(interpolation='area'),
     'one_length': lambda s: s['fusion'].update(text_lengths=[]),  # every prompt at 96 tokens
     'no_passes': lambda s: s.pop('passes'),  # the prototype's modules as they are
+    'prototype': lambda s: (s.pop('passes'), s['fusion'].update(text_lengths=[])),  # neither
     'split_prefix': lambda s: s['fusion'].update(split_after=['prefix']),  # its own group
     'rtc_guided': lambda s: _rtc_guided(s),
 }
+# Variants with one prompt length (fusion.text_lengths: []): each exports the group once, not
+# at three lengths, for tests of what the lengths do not touch (`lamp diff`'s causes)
+for _name in ('seed', 'fp16', 'area'):
+    VARIANT_EDITS[f'{_name}_one_length'] = \
+        lambda s, edit=VARIANT_EDITS[_name]: (VARIANT_EDITS['one_length'](s), edit(s))
 
 
 def _rtc_guided(spec: dict) -> None:
@@ -190,22 +228,19 @@ def _rtc_guided(spec: dict) -> None:
 def tiny_variant(tmp_path_factory):
     """tiny_variant(name, spec=TINY_SPEC) -> path of the spec (pi05_tiny with random weights,
     or DEMO_SPEC) compiled with one edit (VARIANT_EDITS), built on first use and shared by the
-    whole session (about 30 s each)."""
+    whole session (about 30 s each). The edited spec is parsed where the original lies
+    (lamp_ros.spec.edited_spec), as bench/tiny_cpu.py builds its variants: the same spec, the
+    same artifact (test/docs serves tiny_cpu.py these builds)."""
     from lamp_ros.compiler.build import compile_spec
-    from lamp_ros.spec import spec_data, write_spec
-    specs = tmp_path_factory.mktemp('variant_specs')
+    from lamp_ros.spec import edited_spec
     built = {}
-
-    def build(name: str, base: str, label: str, out: str) -> None:
-        spec = spec_data(base)
-        VARIANT_EDITS[name](spec)
-        compile_spec(write_spec(spec, str(specs / f'{label}.yaml')), out)
 
     def get(name: str, spec: str = TINY_SPEC) -> str:
         label = name if spec == TINY_SPEC else f'{os.path.basename(spec)[:-5]}_{name}'
         if label not in built:
-            built[label] = shared_build(tmp_path_factory, f'variant_{label}',
-                                        lambda out: build(name, spec, label, out))
+            built[label] = shared_build(
+                tmp_path_factory, f'variant_{label}',
+                lambda out: compile_spec(edited_spec(spec, VARIANT_EDITS[name]), out))
         return built[label]
     return get
 

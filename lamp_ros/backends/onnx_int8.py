@@ -28,8 +28,8 @@ import tempfile
 
 import numpy as np
 
-from lamp_ros.backends.onnxrt import (model_with_weights, point_at, safetensors_offsets,
-                                      WEIGHT_PREFIX)
+from lamp_ros.backends.onnxrt import (model_with_weights, OrtRunner, point_at,
+                                      safetensors_offsets, WEIGHT_PREFIX)
 
 PRECISION = 'int8'
 WEIGHTS = 'symmetric int8 per output channel'
@@ -180,6 +180,12 @@ class Int8Lowering:
         `calibrate` first. `folder`: another artifact-relative folder for the two files (the
         planner's candidates go to a scratch folder it removes, so that the artifact ships
         the chosen model only)."""
+        return self.lower_and_load(layers, tag, folder)[0]
+
+    def lower_and_load(self, layers, tag: str, folder: str = '') -> tuple:
+        """`lower` -> (its build entry, the group's runner of it on the CPU: the session whose
+        optimised graph the integer-kernel check read, which the planner runs its trial on
+        rather than loading the model a second time)."""
         import onnx
         from onnxruntime.quantization import QuantFormat, QuantType, quantize_static
         if self._ranges is None:
@@ -204,11 +210,13 @@ class Int8Lowering:
         model = onnx.load(onnx_path)
         weights = self._check_lowered(model, layers)
         _drop_unread(model)
-        _check_integer_kernels(model, weights, self.group.name, DISABLED_OPTIMIZERS)
         bindings = self._bind(model, onnx_path, base + '.safetensors')
         onnx.save(model, onnx_path)
-        return {**self.group.build, 'onnx': base + '.onnx', 'weights': bindings,
-                'int8_layers': sorted(layers), 'disabled_optimizers': list(DISABLED_OPTIMIZERS)}
+        build = {**self.group.build, 'onnx': base + '.onnx', 'weights': bindings,
+                 'int8_layers': sorted(layers), 'disabled_optimizers': list(DISABLED_OPTIMIZERS)}
+        runner = _check_integer_kernels(dataclasses.replace(self.group, build=build), self.root,
+                                        weights)
+        return build, runner
 
     def _check_lowered(self, model, layers) -> dict:
         """-> {int8 weight initializer: layer}; refuses a layer the quantizer left float."""
@@ -259,28 +267,26 @@ INTEGER_KERNELS = ('MatMulIntegerToFloat', 'QLinearMatMul', 'MatMulInteger',
                    'DynamicQuantizeMatMul', 'QGemm')
 
 
-def _check_integer_kernels(model, weights: dict, group: str, disabled: tuple) -> None:
+def _check_integer_kernels(group, root: str, weights: dict):
     """Refuse, naming the layer, an int8 weight that ONNX Runtime's CPU provider would only
     dequantize and multiply in float (no integer kernel fused): int8 in the file, float in
-    the run. `weights`: {int8 initializer: layer}; the model holds its weights; `disabled`:
-    the graph optimizers the group's sessions run without."""
+    the run. `group`: the group with its lowered build (written at `root`, run without the
+    graph optimizers its build names); `weights`: {int8 initializer: layer}. The check reads
+    the graph that the group's own runner on the CPU optimised -> that runner."""
     import onnx
-    import onnxruntime as ort
     with tempfile.TemporaryDirectory(prefix='lamp-int8-') as tmp:
-        options = ort.SessionOptions()
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        options.optimized_model_filepath = os.path.join(tmp, 'optimized.onnx')
-        options.log_severity_level = 3  # its note that the file suits this machine only
-        ort.InferenceSession(model.SerializeToString(), options,
-                             providers=['CPUExecutionProvider'], disabled_optimizers=disabled)
-        optimized = onnx.load(options.optimized_model_filepath, load_external_data=False)
+        path = os.path.join(tmp, 'optimized.onnx')
+        runner = OrtRunner(group, root, 'cpu', optimized_model=path)
+        optimized = onnx.load(path, load_external_data=False)
     for node in optimized.graph.node:
         for name in node.input:
             if name in weights and node.op_type not in INTEGER_KERNELS:
                 raise PrecisionError(
-                    f'{group}: layer {weights[name]} is int8 in the model, but ONNX Runtime '
-                    f'runs it as {node.op_type} (dequantized to float, no integer kernel); '
+                    f'{group.name}: layer {weights[name]} is int8 in the model, but ONNX '
+                    f'Runtime runs it as {node.op_type} (dequantized to float, no integer '
+                    'kernel); '
                     'the build refuses rather than record it as int8')
+    return runner
 
 
 class _quiet_preprocessing_advice(logging.Filter):

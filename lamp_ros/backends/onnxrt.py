@@ -201,10 +201,13 @@ class OrtRunner:
     results are numpy arrays by value name."""
 
     def __init__(self, group, root: str, device: str, threads: int = 0,
-                 profile_prefix: str | None = None, probes: tuple = ()):
+                 profile_prefix: str | None = None, probes: tuple = (),
+                 optimized_model: str | None = None):
         """profile_prefix: turn on ORT's per-node profiling, writing <prefix>_*.json
         (`lamp profile` uses it; the runtime never does). probes: values inside the group to
-        output too (`run_probes`; `lamp diff --layers` reads its layers' inputs and outputs)."""
+        output too (`run_probes`; `lamp diff --layers` reads its layers' inputs and outputs).
+        optimized_model: write the graph ORT optimised for the full prompt length's session
+        to this file (onnx_int8.py reads which kernels run its int8 weights)."""
         try:
             import onnxruntime as ort
         except ImportError as exc:
@@ -227,7 +230,7 @@ class OrtRunner:
         if device.startswith('cuda') and 'CUDAExecutionProvider' in ort.get_available_providers():
             providers.insert(0, 'CUDAExecutionProvider')
 
-        def session(rel):
+        def session(rel, optimized=None):
             options = ort.SessionOptions()
             options.intra_op_num_threads = threads
             options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
@@ -238,6 +241,9 @@ class OrtRunner:
             if profile_prefix:
                 options.enable_profiling = True
                 options.profile_file_prefix = profile_prefix
+            if optimized:
+                options.optimized_model_filepath = optimized
+                options.log_severity_level = 3  # its note that the file suits this machine only
             options.add_external_initializers(names, self._weights)
             # a group with int8 layers runs without the fusions that would undo them
             # (onnx_int8.py DISABLED_OPTIMIZERS)
@@ -249,7 +255,7 @@ class OrtRunner:
             return ort.InferenceSession(model, options, providers=providers, **disabled)
 
         self.text = text_lengths.TextAxis.from_dict(meta['text']) if meta.get('text') else None
-        self.session = session(meta['onnx'])  # the full prompt length
+        self.session = session(meta['onnx'], optimized_model)  # the full prompt length
         self.sessions = {self.text.full if self.text else None: self.session}
         for n, rel in (meta.get('text_onnx') or {}).items():
             self.sessions[int(n)] = session(rel)

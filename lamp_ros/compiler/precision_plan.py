@@ -38,6 +38,7 @@ import numpy as np
 
 from lamp_ros.backends import get_backend
 from lamp_ros.runtime import Runtime
+from lamp_ros.runtime.runtime import default_device
 
 WORKDIR = '.precision'  # candidates and scratch live here inside the artifact being built,
 #                         removed before its manifest is written: evidence keeps their
@@ -188,7 +189,8 @@ def plan_precision(root: str, spec, pipeline, say, planned: dict | None = None) 
     say(f'precision plan: {len(observations)} calibration observations '
         f'({settings.calibration.source}), budget cosine >= {budget.cosine}, max rel <= '
         f'{budget.max_rel}')
-    variants = VariantRuns(artifact, observations)
+    variants = VariantRuns(artifact, observations,
+                           default_device(artifact.manifest['target']))
     groups = [g for g in artifact.plan.groups if g.name in lowerings]
     reference, inputs = variants.run(groups=groups)
     fixed = tuple(getattr(pipeline.policy, 'loop_state_layers', ()))
@@ -204,20 +206,28 @@ def plan_precision(root: str, spec, pipeline, say, planned: dict | None = None) 
             say(f'precision plan: {group.name}: calibrating {len(lowering.candidates)} '
                 f'candidate layers ({lowering.precision})')
             ranges = lowering.calibrate(inputs[group.name], scratch)
+
+            def measure(layers, tag, group=group, lowering=lowering, trials=trials):
+                """The action error of the group with `layers` lowered, run on the session
+                that checked the lowered model's kernels (the CPU's: reused where the
+                variants run on the CPU)."""
+                build, runner = lowering.lower_and_load(layers, tag, folder=trials)
+                reuse = {group.name: runner} if variants.device == 'cpu' else None
+                return action_error(variants.run({group.name: build}, runners=reuse)[0],
+                                    reference)
+
             table = {}
             for i, (name, layer) in enumerate(lowering.candidates.items()):
                 state = next((p for p in fixed if name.startswith(p)), None)
                 eligible = settings.lower_loop_state or state is None
-                build = lowering.lower([name], name, folder=trials)
-                error = action_error(variants.run({group.name: build})[0], reference)
+                error = measure([name], name)
                 table[name] = {'macs': layer.macs, **error, 'eligible': eligible,
                                **({'loop_state': True} if state else {})}
                 say(f'precision plan: {group.name} {i + 1}/{len(lowering.candidates)} '
                     f'{name}: cosine {error["cosine"]:.6f}, max rel {error["max_rel"]:.2e}')
 
-            def verify(layers, group=group, lowering=lowering, trials=trials):
-                build = lowering.lower(layers, f'set{len(layers)}', folder=trials)
-                error = action_error(variants.run({group.name: build})[0], reference)
+            def verify(layers, group=group, measure=measure):
+                error = measure(layers, f'set{len(layers)}')
                 say(f'precision plan: {group.name}: {len(layers)} layers together: cosine '
                     f'{error["cosine"]:.6f}, max rel {error["max_rel"]:.2e}')
                 return error

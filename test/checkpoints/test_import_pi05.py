@@ -66,6 +66,22 @@ def test_the_artifact_computes_what_upstream_computed(imported):
                                    err_msg=f'case {i}')
 
 
+def test_joint_names_name_the_interface_and_change_no_number(
+        lerobot_sim_artifact, build_imported):
+    """`lamp import --joint-names`: the artifact's interface names the joints given, in order
+    (here six of the simulated arm's: the artifact vla_node drives over DDS in
+    test/node/test_any_policy.py, so built in the parallel phase), and it computes what the
+    same checkpoint imported under other names computes."""
+    other = Runtime.load(build_imported('lerobot')[1])
+    runtime = Runtime.load(lerobot_sim_artifact)
+    assert runtime.joint_names == tuple(f'joint{i}' for i in range(1, 7))
+    assert other.joint_names == tuple(JOINTS.split(','))
+    runtime.reset()
+    other.reset()
+    for obs, _, _ in cases():
+        np.testing.assert_array_equal(runtime.infer(obs), other.infer(obs))
+
+
 def test_the_fixture_exercises_what_differs_between_code_bases():
     """The cases cover a task with capitals, `_` and a newline, a state below q01 (LeRobot's
     bin -1), a missing camera and a prompt over the token budget (truncated)."""

@@ -15,6 +15,18 @@ SUITE_BUILDS = {'config/specs/pi05_tiny.yaml': 'demo_artifact',
                 'config/specs/pi05_tiny_int8.yaml': 'int8_artifact',
                 'config/specs/pi05_tiny_arm6.yaml': 'arm6_artifact',
                 'config/specs/viperx_pick_place_random.yaml': 'world_random_artifact'}
+# bench/tiny_cpu.py's four builds (its EDITS of pi05_tiny_random.yaml), which the suite makes
+# as its own (test/conftest.py: tiny_artifact, tiny_variant): bench/README.md's doc-test marker
+# hands them to tiny_cpu.py as artifacts/tiny_cpu/<name> (`needs tiny_cpu/<name>`), and
+# test/benchmarks/test_tiny_cpu.py checks that its edits are those variants' edits
+TINY_CPU_BUILDS = {'pi05_tiny': None, 'no_text_lengths': 'one_length',
+                   'no_passes': 'no_passes', 'prototype': 'prototype'}
+
+
+def _tiny_cpu_build(request, variant):
+    if variant is None:
+        return request.getfixturevalue('tiny_artifact')
+    return request.getfixturevalue('tiny_variant')(variant)
 
 
 STAMPED = ('requirements.txt', 'constraints.txt', 'setup.py', 'setup.cfg', 'package.xml')
@@ -50,6 +62,8 @@ def doc_run(request, tmp_path):
     root = scratch_copy(REPO, str(tmp_path / 'repo'), sys.prefix)
     builds = {spec: functools.partial(request.getfixturevalue, fixture)
               for spec, fixture in SUITE_BUILDS.items()}
+    builds.update({f'tiny_cpu/{name}': functools.partial(_tiny_cpu_build, request, variant)
+                   for name, variant in TINY_CPU_BUILDS.items()})
     domain, lock = claim_ros_domain()
     run = DocRun(root, sys.prefix, builds, log=print)
     run.env['ROS_DOMAIN_ID'] = str(domain)

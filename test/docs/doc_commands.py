@@ -35,7 +35,8 @@ before the fence, `<!-- doc-test: DIRECTIVE; DIRECTIVE ... -->`:
 Compiling is the expensive part, and the suite builds the specs the docs compile anyway
 (test/conftest.py: shared_build runs `lamp compile SPEC --out DIR` once per run): a
 `lamp compile SPEC --out DIR` line of such a spec, and `needs NAME` of its artifact, are served
-from that build, copied to DIR. Every other line runs.
+from that build, copied to DIR. So are other builds the suite makes that a command can be handed
+(`needs tiny_cpu/pi05_tiny`: bench/tiny_cpu.py's, test/docs/conftest.py). Every other line runs.
 """
 
 from dataclasses import dataclass, field
@@ -215,13 +216,15 @@ class DocRun:
     # ---- world pieces --------------------------------------------------------------------
 
     def artifact(self, name: str) -> str:
-        """artifacts/NAME from the suite's build of config/specs/NAME.yaml."""
+        """artifacts/NAME from the suite's build of config/specs/NAME.yaml, or from the build
+        `builds` names NAME itself (bench/tiny_cpu.py's, `tiny_cpu/<build>`)."""
         out = os.path.join(self.root, 'artifacts', name)
         if not os.path.isdir(out):
             spec = f'config/specs/{name}.yaml'
-            if spec not in self.builds:
+            build = self.builds.get(spec) or self.builds.get(name)
+            if build is None:
                 raise ValueError(f'needs {name}: no build of {spec} in the suite')
-            shutil.copytree(self.builds[spec](), out)
+            shutil.copytree(build(), out)
         return out
 
     def need(self, name: str, where: str) -> None:

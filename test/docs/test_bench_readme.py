@@ -1,8 +1,10 @@
 """bench/README.md: every command block as written (CPU benchmarks at the smoke sizes its
-markers give, GPU blocks skipped with the reason), from a scratch copy of the repository, with
-no artifact passed in: `tiny_cpu.py` builds its four variants from the spec as a new user's run
-does. Then what tiny_cpu.py reported: every build and the eager policy, at their prompt lengths,
-with the same actions."""
+markers give, GPU blocks skipped with the reason), from a scratch copy of the repository.
+`tiny_cpu.py` is handed its four builds (--artifact) from the suite's builds of the same edited
+specs (test/docs/conftest.py TINY_CPU_BUILDS), which the suite makes anyway: its own build step,
+the same edits compiled the same way, is test/benchmarks/test_tiny_cpu.py's. Then what
+tiny_cpu.py reported: every build and the eager policy, at their prompt lengths, with the same
+actions."""
 
 import json
 import os

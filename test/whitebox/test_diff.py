@@ -1,7 +1,11 @@
 """`lamp diff` names exactly the one thing that differs between two compiled artifacts.
 
 Three variants of pi05_tiny, each one spec edit away from the base: the vision weights' seed,
-the vision precision, the resize interpolation. Each is compiled once per session (30 s each).
+the vision precision, the resize interpolation. The base is pi05_tiny with one prompt length
+(`fusion.text_lengths: []`, a build other tests make anyway) and so is each variant: the group
+is exported once per build, not at three lengths, and the lengths are no cause here (a diff of
+them: test_passes.py test_plan_diff_names_the_prompt_lengths). Each is compiled once per
+session (about 20 s each).
 """
 
 import json
@@ -16,9 +20,15 @@ from lamp_ros.whitebox.diff import CAUSES, diff_artifacts
 
 
 @pytest.fixture(scope='session')
+def base(tiny_variant):
+    """pi05_tiny at one prompt length, the base of the variants."""
+    return tiny_variant('one_length')
+
+
+@pytest.fixture(scope='session')
 def variants(tiny_variant):
-    """name -> artifact path of the base spec with one edit (see test/conftest.py)."""
-    return {name: tiny_variant(name) for name in ('seed', 'fp16', 'area')}
+    """name -> artifact path of the base with one edit (see test/conftest.py)."""
+    return {name: tiny_variant(f'{name}_one_length') for name in ('seed', 'fp16', 'area')}
 
 
 def _diff_json(a, b, capsys) -> dict:
@@ -35,8 +45,8 @@ def test_identical_artifact_has_no_changes(tiny_artifact, capsys):
     assert main(['diff', tiny_artifact, tiny_artifact, '--fail-on-change']) == 0
 
 
-def test_vision_seed_changes_vision_weights_only(tiny_artifact, variants, capsys):
-    report = _diff_json(tiny_artifact, variants['seed'], capsys)
+def test_vision_seed_changes_vision_weights_only(base, variants, capsys):
+    report = _diff_json(base, variants['seed'], capsys)
     assert list(report['nodes_changed']) == ['vision']
     change = report['nodes_changed']['vision']
     assert change['weights'] and change['hash'][0] != change['hash'][1]
@@ -51,8 +61,8 @@ def test_vision_seed_changes_vision_weights_only(tiny_artifact, variants, capsys
     assert report['changed'] == ['spec', 'nodes_changed', 'weights_changed']
 
 
-def test_vision_fp16_changes_the_plan_only(tiny_artifact, variants, capsys):
-    report = _diff_json(tiny_artifact, variants['fp16'], capsys)
+def test_vision_fp16_changes_the_plan_only(base, variants, capsys):
+    report = _diff_json(base, variants['fp16'], capsys)
     assert report['nodes_changed'] == {} and report['weights_changed'] == []
     assert report['spec'] == {'stages': {'vision': {'precision': ['fp32', 'fp16']}}}
     plan = report['plan_changed']
@@ -67,8 +77,8 @@ def test_vision_fp16_changes_the_plan_only(tiny_artifact, variants, capsys):
     assert report['evidence']['passed'] == [True, False]
 
 
-def test_interpolation_changes_the_three_preprocess_nodes(tiny_artifact, variants, capsys):
-    report = _diff_json(tiny_artifact, variants['area'], capsys)
+def test_interpolation_changes_the_three_preprocess_nodes(base, variants, capsys):
+    report = _diff_json(base, variants['area'], capsys)
     slots = ('base', 'left_wrist', 'right_wrist')
     assert sorted(report['nodes_changed']) == [f'preprocess_image.{s}' for s in slots]
     for change in report['nodes_changed'].values():
@@ -79,11 +89,11 @@ def test_interpolation_changes_the_three_preprocess_nodes(tiny_artifact, variant
     assert report['changed'] == ['spec', 'nodes_changed']
 
 
-def test_fail_on_change_and_text_report(tiny_artifact, variants, capsys):
-    assert main(['diff', tiny_artifact, variants['fp16']]) == 0
+def test_fail_on_change_and_text_report(base, variants, capsys):
+    assert main(['diff', base, variants['fp16']]) == 0
     text = capsys.readouterr().out
     assert 'precision fp32 -> fp16' in text and 'g02_onnxruntime[vision]' in text
-    assert main(['diff', tiny_artifact, variants['area'], '--fail-on-change']) == 1
+    assert main(['diff', base, variants['area'], '--fail-on-change']) == 1
 
 
 def _with_profile(src, dst, group_ms: dict, node_ms: dict) -> str:

@@ -11,6 +11,7 @@ from conftest import calibrated_int8_lowering
 from lamp_ros.artifact.load import open_artifact
 from lamp_ros.artifact.manifest import read_manifest, write_manifest
 from lamp_ros.cli import main
+from lamp_ros.whitebox import layer_diff as layer_diff_module
 from lamp_ros.whitebox.layer_diff import format_layers, layer_diff, LayerDiffError
 
 LOWERED = 'prefix.layers.0.mlp.down_proj'
@@ -37,13 +38,22 @@ def one_layer_int8(demo_artifact, tmp_path_factory):
 
 
 def test_the_deliberately_lowered_layer_is_named_first(demo_artifact, one_layer_int8,
-                                                       tmp_path, capsys):
+                                                       tmp_path, capsys, monkeypatch):
+    reports = []  # the report the command printed (one run of both artifacts, not two)
+
+    def kept(*args, **kwargs):
+        reports.append(layer_diff(*args, **kwargs))
+        return reports[-1]
+
+    monkeypatch.setattr(layer_diff_module, 'layer_diff', kept)
     png = tmp_path / 'pictures' / 'layers.png'  # its folder is made
-    assert main(['diff', demo_artifact, one_layer_int8, '--layers', '--png', str(png)]) == 0
+    assert main(['diff', demo_artifact, one_layer_int8, '--layers', '--samples', '3',
+                 '--png', str(png)]) == 0
     text = capsys.readouterr().out
     assert text.splitlines()[3].split()[0] == LOWERED  # the table's first row
     assert png.stat().st_size > 10_000 and f'wrote {png}' in text
-    report = layer_diff(demo_artifact, one_layer_int8, samples=3)
+    (report,) = reports
+    assert report['observations'] == 3
     (group,) = report['groups'].values()
     first = group['first_divergent']  # the header names it, and so does a row
     assert f'first layer past max rel 0.01: {first or "none"}' in text
