@@ -52,6 +52,7 @@ LONG_FILES = (
     'test/compiler/test_precision_plan.py',         # 95: the int8 plan's build (85)
     'test/spec/test_spec_doc.py',                   # 75: pi05_tiny, demo, arm6, act_small builds
     'test/docs/test_guide_commands.py',             # 150
+    'test/sim/world/test_world.py',                 # 70: the world's random-weights build
     'test/benchmarks/test_device_smoke.py',         # 110
     'test/docs/test_readme_commands.py',            # 105
     'test/policies/pi05/test_passes.py',            # 60
