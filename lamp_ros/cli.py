@@ -249,8 +249,8 @@ def build_parser() -> argparse.ArgumentParser:
         '  lamp sim --ros-args -p artifact:=artifacts/pi05_tiny    the robot it was built for,\n'
         '      or else its interface (cameras, joints, frame sizes, clamp limits)\n'
         '  lamp sim --ros-args -p robot_file:=config/robots/arm6_gripper.yaml')
-    p.add_argument('--world', help='a world (config/worlds/NAME.yaml, or a file): the MuJoCo arm '
-                   'and task of docs/sim.md')
+    p.add_argument('--world', help='a world (a name under config/worlds/, or a file): the MuJoCo '
+                   'arm and task of docs/sim.md')
     p.add_argument('--moving', type=float, metavar='SPEED',
                    help='with --world: the bin slides at SPEED m/s')
     p.add_argument('--expert', action='store_true',
@@ -316,8 +316,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser('eval', help='closed-loop episodes of a world\'s task: success (with its '
                        '95% CI), error, smoothness')
     p.add_argument('artifact', nargs='?', help='an artifact, or a spec (.yaml): its eager policy')
-    p.add_argument('--world', help='a world (config/worlds/NAME.yaml, or a file): MuJoCo physics '
-                   'with a published arm (docs/sim.md); default: the 2D test scene')
+    p.add_argument('--world', help='a world (a name under config/worlds/, or a file): MuJoCo '
+                   'physics with a published arm (docs/sim.md); default: the 2D test scene')
     p.add_argument('--moving', type=float, metavar='SPEED',
                    help='with --world: the task\'s moving variant, the bin sliding at SPEED m/s')
     p.add_argument('--compare', nargs=2, metavar=('A', 'B'),
