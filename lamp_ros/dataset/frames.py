@@ -14,14 +14,13 @@ recording's decoded frames would not fit in memory.
 """
 
 from dataclasses import dataclass
-import json
 
 import numpy as np
 
 from lamp_ros.node.convert import compressed_to_rgb, image_to_rgb, joint_positions, Rejected
 from lamp_ros.regress import topics
 from lamp_ros.regress.bag import BagError, BagMessage, read_bag
-from lamp_ros.regress.recording import bag_layout
+from lamp_ros.regress.recording import bag_layout, session_of
 
 
 @dataclass(frozen=True)
@@ -52,16 +51,6 @@ class Episode:
         except Rejected as exc:
             raise BagError(f'{self.bag}: {message.topic} at t={message.t_ns * 1e-9:.6f} s: '
                            f'{exc}') from exc
-
-
-def _session(messages) -> dict | None:
-    found = [m for m in messages if m.topic == topics.SESSION_TOPIC]
-    if not found:
-        return None
-    try:
-        return json.loads(found[-1].decode().data)
-    except ValueError as exc:
-        raise BagError(f'{topics.SESSION_TOPIC}: not a lamp session ({exc})') from exc
 
 
 def _joint_names(messages, layout, session) -> list:
@@ -101,7 +90,7 @@ def read_episode(bag: str) -> Episode:
     messages = read_bag(bag)
     if not messages:
         raise BagError(f'{bag}: the bag holds no messages')
-    session = _session(messages)
+    session = session_of(messages)
     layout = bag_layout(messages, None, session)
     if layout['command'] is None:
         wanted = sorted({*topics.COMMAND_TOPICS,

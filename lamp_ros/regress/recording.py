@@ -106,7 +106,8 @@ def _rows(messages, topic: str) -> list:
     return out
 
 
-def _session(messages) -> dict | None:
+def session_of(messages) -> dict | None:
+    """The node's session record in a bag (the last one), None when it holds none."""
     found = [m for m in messages if m.topic == topics.SESSION_TOPIC]
     if not found:
         return None
@@ -131,7 +132,7 @@ def read_recording(bag: str, slots=None) -> Recording:
     """The bag as a run of the node (see the module docstring); BagError naming what is
     missing or damaged."""
     messages = read_bag(bag)
-    session = _session(messages)
+    session = session_of(messages)
     layout = bag_layout(messages, slots, session)
     commands = [m for m in messages if m.topic == layout['command']]
     latency = [row for _, row in _rows(messages, topics.LATENCY_TOPIC)]
