@@ -1,6 +1,9 @@
 """act_small's entry point (a spec's `policy.entry`): the policy in lamp's control pipeline.
 
-`policy.options` (all optional): cameras (slot names), image_size, horizon, width, layers.
+`policy.options` (all optional): cameras (slot names), image_size, horizon, width, layers, grid,
+keypoints.
+`weights`: `seed` (random weights), or `file`: trained weights (safetensors) with their
+`stats.json` beside them (scripts/train_demo_policy.py writes both).
 """
 
 from dataclasses import fields
@@ -20,8 +23,15 @@ def pipeline_from_spec(spec, device: str = 'cpu'):
             raise SpecError(f'policy.options.cameras: a list of camera slot names, got '
                             f'{cameras!r}')
         options['cameras'] = tuple(cameras)
+    if 'format' in spec.weights:
+        raise SpecError('weights.format: act_small reads its own weights.file (safetensors), '
+                        'not a checkpoint format')
     if 'file' in spec.weights:
-        raise SpecError('weights.file: act_small draws its weights from weights.seed')
-    policy = ActPolicy.create(ActConfig(**options), seed=int(spec.weights.get('seed', 0)))
+        try:
+            policy = ActPolicy.trained(ActConfig(**options), spec.resolve(spec.weights['file']))
+        except (OSError, ValueError) as e:
+            raise SpecError(f'weights.file: {e}') from e
+    else:
+        policy = ActPolicy.create(ActConfig(**options), seed=int(spec.weights.get('seed', 0)))
     policy.model.to(device)
     return control_pipeline(policy, spec.control)

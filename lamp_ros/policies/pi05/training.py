@@ -19,28 +19,15 @@ binning, the prompt, the tokenizer, resize-with-pad), so the model is trained on
 inputs the deployed pipeline gives it.
 """
 
-from dataclasses import dataclass
-
 import numpy as np
 import torch
 from torch.nn import functional as F
 
 from lamp_ros.ops.normalize import pad_to_dim
+from lamp_ros.policies.training import learning_rate, TrainConfig  # noqa: F401 (re-exported)
 
 TIME_BETA = (1.5, 1.0)
 TIME_SCALE, TIME_OFFSET = 0.999, 0.001
-
-
-@dataclass(frozen=True)
-class TrainConfig:
-    steps: int = 3000
-    batch_size: int = 32
-    lr: float = 3e-4
-    warmup_steps: int = 200
-    weight_decay: float = 0.01
-    grad_clip: float = 1.0
-    max_delay: int = 8        # RTC training: delays 0..max_delay actions
-    seed: int = 0
 
 
 def model_inputs(policy, observations) -> dict:
@@ -77,14 +64,6 @@ def flow_matching_loss(model, inputs: dict, actions: torch.Tensor, rng: np.rando
     error = F.mse_loss(velocity.float(), target, reduction='none')
     weight = (~committed).float()[..., None].expand_as(error)
     return (error * weight).sum() / weight.sum()
-
-
-def learning_rate(step: int, cfg: TrainConfig) -> float:
-    """Linear warm-up, then cosine decay to a tenth (LeRobot's pi0.5 schedule, shortened)."""
-    if step < cfg.warmup_steps:
-        return cfg.lr * (step + 1) / cfg.warmup_steps
-    done = (step - cfg.warmup_steps) / max(1, cfg.steps - cfg.warmup_steps)
-    return cfg.lr * (0.1 + 0.9 * 0.5 * (1 + np.cos(np.pi * min(1.0, done))))
 
 
 def train(policy, batches, cfg: TrainConfig, progress=None) -> list:
