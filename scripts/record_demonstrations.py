@@ -1,7 +1,7 @@
 """Demonstrations of a world's scripted expert, recorded over ROS 2 as a policy's would be.
 
     python scripts/record_demonstrations.py --world viperx_pick_place --episodes 20 \
-        --out bags/viperx_demos [--seconds 8] [--keep-failures]
+        --out bags/viperx_demos [--seconds 8] [--moving 0.05] [--keep-failures]
 
 For each episode: `lamp record` starts on the robot's topics, then `lamp sim --world W
 --expert --episode I --one-episode` runs the episode once the recorder listens (the expert
@@ -26,14 +26,16 @@ def lamp(*args) -> list:
     return [os.path.join(os.path.dirname(sys.executable), 'lamp'), *args]
 
 
-def record_episode(world: str, index: int, bag: str, seconds: float | None) -> bool:
+def record_episode(world: str, index: int, bag: str, seconds: float | None,
+                   moving: float | None = None) -> bool:
     """One episode recorded into `bag`; whether the expert succeeded."""
     cameras = list(load_world(world).robot.cameras)
     recorder = subprocess.Popen(lamp('record', '--out', bag, '--duration', '3600',
                                      '--cameras', *cameras))
     try:
         sim = [*lamp('sim', '--world', world, '--expert', '--episode', str(index),
-                     '--one-episode')] + (['--seconds', str(seconds)] if seconds else [])
+                     '--one-episode')] + (['--seconds', str(seconds)] if seconds else []) + \
+            (['--moving', str(moving)] if moving is not None else [])
         outcome = subprocess.run(sim).returncode
         if outcome not in (0, 1):
             raise SystemExit(f'lamp sim failed (exit status {outcome})')
@@ -51,6 +53,7 @@ def main() -> None:
     parser.add_argument('--episodes', type=int, default=10)
     parser.add_argument('--first', type=int, default=0, help='index of the first episode')
     parser.add_argument('--seconds', type=float, help='episode length (default: the world\'s)')
+    parser.add_argument('--moving', type=float, help='the bin slides at this speed (m/s)')
     parser.add_argument('--out', required=True, help='folder of bags to create')
     parser.add_argument('--keep-failures', action='store_true')
     args = parser.parse_args()
@@ -60,7 +63,7 @@ def main() -> None:
     kept = 0
     for index in range(args.first, args.first + args.episodes):
         bag = os.path.join(args.out, f'episode_{index:04d}')
-        success = record_episode(args.world, index, bag, args.seconds)
+        success = record_episode(args.world, index, bag, args.seconds, args.moving)
         if not success and not args.keep_failures:
             shutil.rmtree(bag)
         kept += success or args.keep_failures

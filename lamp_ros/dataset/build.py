@@ -77,7 +77,12 @@ def _fps(summaries, fps: int | None) -> int:
         raise ValueError(f'command rate unknown (a bag with a single command?): {rates}; '
                          'give --fps')
     if len(set(rates.values())) > 1:
-        raise ValueError(f'the bags\' command rates differ ({rates} Hz); give --fps')
+        by_rate = {}
+        for bag, rate in rates.items():
+            by_rate.setdefault(rate, []).append(bag)
+        counts = ', '.join(f'{rate} Hz: {len(bags)} bag{"s" * (len(bags) > 1)} (e.g. {bags[0]})'
+                           for rate, bags in sorted(by_rate.items()))
+        raise ValueError(f'the bags\' command rates round differently ({counts}); give --fps')
     return next(iter(rates.values()))
 
 

@@ -89,7 +89,7 @@ def test_bags_at_different_rates_need_fps(tmp_path, capsys, bag):
     fast = str(tmp_path / 'fast')
     sample_bag.write_sample_bag(fast, frames=6, rate_hz=20.0)
     code, err = _run(capsys, bag, fast, '--out', str(tmp_path / 'out'))
-    assert code == 2 and 'command rates differ' in err and 'give --fps' in err
+    assert code == 2 and 'command rates round differently' in err and 'give --fps' in err
     assert _run(capsys, bag, fast, '--out', str(tmp_path / 'out'), '--fps', '10')[0] == 0
 
 
