@@ -11,7 +11,7 @@ from lamp_ros.progress import progress_lines
 
 def _demo(args) -> int:
     from lamp_ros.demo import run_demo
-    return run_demo(seconds=args.seconds, execution=args.execution)
+    return run_demo(seconds=args.seconds, execution=args.execution, episode=args.episode)
 
 
 def _sim(args) -> int:
@@ -190,8 +190,13 @@ def _eval(args) -> int:
         print(f'wrote {args.out}')
     drop = -d['success_rate'] * 100
     if args.max_drop is not None and drop > args.max_drop:
+        (la, ha), (lb, hb) = a['success_ci'], b['success_ci']
+        overlap = ' (the two 95% intervals overlap: more episodes would tell them apart ' \
+                  'better)' if lb <= ha and la <= hb else ''
         print(f'FAILED: B solves {drop:.0f} points fewer episodes than A (--max-drop '
-              f'{args.max_drop:g})')
+              f'{args.max_drop:g}): A {name_a} {a["success_rate"]:.0%} (95% CI {la:.0%}-'
+              f'{ha:.0%}), B {name_b} {b["success_rate"]:.0%} (95% CI {lb:.0%}-{hb:.0%}) over '
+              f'{result["episodes"]} episodes{overlap}')
         return 1
     return 0
 
@@ -231,8 +236,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog='lamp', description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest='command', required=True)
 
-    p = sub.add_parser('demo', help='the tiny artifact driving the simulated arm over ROS 2')
-    p.add_argument('--seconds', type=float, default=10.0)
+    p = sub.add_parser('demo', help='the trained demo policy driving the MuJoCo arm over ROS 2')
+    p.add_argument('--seconds', type=float, default=0.0,
+                   help='the episode\'s length (default: the world\'s, 12 s)')
+    p.add_argument('--episode', type=int, default=0, help='which episode (cube place) to run')
     p.add_argument('--execution', choices=('async', 'sync'), default='async')
     p.set_defaults(func=_demo)
 

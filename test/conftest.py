@@ -175,6 +175,15 @@ def arm6_artifact(tmp_path_factory):
 
 
 @pytest.fixture(scope='session')
+def world_demo_artifact(tmp_path_factory):
+    """The demo policy of the MuJoCo world viperx_pick_place (config/specs/
+    viperx_pick_place_demo.yaml: a tiny pi0.5 trained on the expert's episodes), what `lamp demo`
+    builds."""
+    return shared_build(tmp_path_factory, 'viperx_pick_place_demo',
+                        _compiler('config/specs/viperx_pick_place_demo.yaml'))
+
+
+@pytest.fixture(scope='session')
 def world_random_artifact(tmp_path_factory):
     """The tiny pi0.5 with seeded random weights built for the ViperX arm of the MuJoCo world
     viperx_pick_place (config/specs/viperx_pick_place_random.yaml)."""

@@ -14,7 +14,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 SUITE_BUILDS = {'config/specs/pi05_tiny.yaml': 'demo_artifact',
                 'config/specs/pi05_tiny_int8.yaml': 'int8_artifact',
                 'config/specs/pi05_tiny_arm6.yaml': 'arm6_artifact',
-                'config/specs/viperx_pick_place_random.yaml': 'world_random_artifact'}
+                'config/specs/viperx_pick_place_random.yaml': 'world_random_artifact',
+                'config/specs/viperx_pick_place_demo.yaml': 'world_demo_artifact'}
 # bench/tiny_cpu.py's four builds (its EDITS of pi05_tiny_random.yaml), which the suite makes
 # as its own (test/conftest.py: tiny_artifact, tiny_variant): bench/README.md's doc-test marker
 # hands them to tiny_cpu.py as artifacts/tiny_cpu/<name> (`needs tiny_cpu/<name>`), and

@@ -6,6 +6,7 @@ reverse order does not break it: this policy reads where the arm is from the ima
 the gripper shows, and `lamp eval` finds it as good as with the right order.)"""
 
 import json
+import shutil
 
 from lamp_ros.cli import main as lamp
 from lamp_ros.runtime import Runtime
@@ -43,10 +44,17 @@ def test_the_trained_policy_does_the_task_and_a_broken_pipeline_does_not(demo_ar
 def test_lamp_eval_compare_says_which_artifact_got_worse(
         demo_artifact, tiny_artifact, tmp_path, capsys):
     """The trained artifact against one with random weights over the same episodes: the drop
-    is a number, and --max-drop turns it into an exit status."""
+    is a number, and --max-drop turns it into an exit status, naming both success rates with
+    their 95% intervals; against a copy of its own build it passes."""
     out = tmp_path / 'compare.json'
     assert lamp(['eval', '--compare', demo_artifact, tiny_artifact, '--episodes', '4',
-                 '--seconds', '6', '--out', str(out), '--max-drop', '20']) == 1
+                 '--seconds', '6', '--out', str(out), '--max-drop', '5']) == 1
     result = json.loads(out.read_text())
     assert result['delta']['success_rate'] <= -0.5 and result['only_a_succeeded']
-    assert 'FAILED: B solves' in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert 'FAILED: B solves' in printed and '(95% CI' in printed
+    copy = str(tmp_path / 'copy')
+    shutil.copytree(demo_artifact, copy)
+    assert lamp(['eval', '--compare', demo_artifact, copy, '--episodes', '4', '--seconds', '6',
+                 '--max-drop', '5']) == 0
+    assert 'B - A: success +0 points' in capsys.readouterr().out

@@ -26,7 +26,8 @@ ROBOT = 'config/robots/sim7.yaml'
 BUILT_BY = {'pi05_tiny.yaml': 'demo_artifact', 'pi05_tiny_random.yaml': 'tiny_artifact',
             'pi05_tiny_arm6.yaml': 'arm6_artifact', 'act_small.yaml': 'act_small_artifact',
             'point_reach.yaml': 'point_reach_artifact',
-            'viperx_pick_place_random.yaml': 'world_random_artifact'}
+            'viperx_pick_place_random.yaml': 'world_random_artifact',
+            'viperx_pick_place_demo.yaml': 'world_demo_artifact'}
 
 # control.chunker / control.smoother keys that control_pipeline (lamp_ros/control.py) fills from
 # the policy (its horizon, its joints) and from control.rate_hz: not the spec's to set.
