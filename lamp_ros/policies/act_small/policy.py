@@ -19,6 +19,7 @@ from lamp_ros.observation import validate_observation
 from lamp_ros.ops.image import preprocess_image, stack_cameras
 from lamp_ros.ops.standardize import MeanStdStats, standardize, unstandardize
 from lamp_ros.policies.act_small.model import ActModel
+from lamp_ros.policies.weights_file import load_weights
 
 STATS = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'assets',
                      'mean_std_sim7.json')
@@ -38,7 +39,8 @@ class ActConfig:
 
 
 class ActPolicy:
-    def __init__(self, config: ActConfig, stats: dict, seed: int = 0, weights: dict = None):
+    def __init__(self, config: ActConfig, stats: dict, seed: int = 0,
+                 weights_file: str | None = None):
         self.config = config
         self.joint_names = tuple(stats['joint_names'])
         self.state_stats = MeanStdStats.from_dict(stats['state'], 'stats.state')
@@ -48,8 +50,8 @@ class ActPolicy:
                               config.width, layers=config.layers, grid=config.grid,
                               keypoints=config.keypoints).eval()
         _init(self.model, seed)
-        if weights is not None:
-            load_trained(self.model, weights)
+        if weights_file is not None:   # the spec's options must describe the trained network
+            load_weights(self.model, weights_file)
         self.state = {}
 
     @classmethod
@@ -61,14 +63,13 @@ class ActPolicy:
     def trained(cls, config: ActConfig, weights_file: str) -> 'ActPolicy':
         """Trained weights (safetensors) and, beside them, the stats they were trained with
         (`stats.json`: joint_names, state and actions mean/std)."""
-        from safetensors.numpy import load_file
         stats_path = os.path.join(os.path.dirname(weights_file), 'stats.json')
         for path in (weights_file, stats_path):
             if not os.path.isfile(path):
                 raise FileNotFoundError(f'act_small checkpoint: {path} is missing')
         with open(stats_path, encoding='utf-8') as f:
             stats = json.load(f)
-        return cls(config, stats, weights=load_file(weights_file))
+        return cls(config, stats, weights_file=weights_file)
 
     @property
     def interface(self) -> PolicyInterface:
@@ -119,26 +120,6 @@ class ActPolicy:
                   for slot, img in obs.images.items()}
         pixels, mask = self.stack_cameras(frames)
         return self.unstandardize_actions(self.network(pixels, mask, state))
-
-
-@torch.no_grad()
-def load_trained(model, weights: dict) -> None:
-    """The model's parameters from `weights` (name -> array); a missing, unexpected or
-    mis-shaped tensor is refused by name (the spec's options must describe the trained
-    network)."""
-    own = model.state_dict()
-    missing, unexpected = sorted(set(own) - set(weights)), sorted(set(weights) - set(own))
-    if missing or unexpected:
-        raise ValueError(f'act_small weights: missing {missing[:4]}, unexpected '
-                         f'{unexpected[:4]} (do policy.options match the trained network?)')
-    for name, tensor in own.items():
-        if tuple(weights[name].shape) != tuple(tensor.shape):
-            raise ValueError(f'act_small weights: {name} is {tuple(weights[name].shape)}, the '
-                             f'spec\'s options make it {tuple(tensor.shape)}')
-        value = torch.from_numpy(np.ascontiguousarray(weights[name]))
-        if not torch.isfinite(value).all():
-            raise ValueError(f'act_small weights: {name} holds NaN or inf')
-        tensor.copy_(value)
 
 
 @torch.no_grad()

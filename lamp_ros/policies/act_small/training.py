@@ -13,7 +13,7 @@ import torch
 from torch.nn import functional as F
 
 from lamp_ros.ops.standardize import standardize
-from lamp_ros.policies.training import learning_rate, TrainConfig
+from lamp_ros.policies.training import optimise, TrainConfig
 
 
 def random_shift(pixels: torch.Tensor, shift: int, gen: torch.Generator) -> torch.Tensor:
@@ -49,25 +49,13 @@ def train(policy, samples, cfg: TrainConfig, shift: int = 4, progress=None) -> l
     if samples.images is None:
         raise ValueError('act_small trains on images decoded up front (chunk_samples '
                          'image_size=the policy\'s)')
-    model = policy.model.train()
+    model = policy.model
     rng = np.random.default_rng([cfg.seed, 1])
     gen = torch.Generator().manual_seed(cfg.seed)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.95),
-                                  weight_decay=cfg.weight_decay)
-    losses = []
-    for step in range(cfg.steps):
+
+    def step_loss(step):
         pixels, mask, state, target = batch(policy, samples,
                                             rng.integers(0, len(samples), cfg.batch_size))
-        for group in optimizer.param_groups:
-            group['lr'] = learning_rate(step, cfg)
         predicted = model.forward_batch(random_shift(pixels, shift, gen), mask, state)
-        loss = F.l1_loss(predicted, target)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-        optimizer.step()
-        losses.append(float(loss.detach()))
-        if progress:
-            progress(step + 1, cfg.steps, losses[-1])
-    model.eval()
-    return losses
+        return F.l1_loss(predicted, target)
+    return optimise(model, cfg, step_loss, progress)

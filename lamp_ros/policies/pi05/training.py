@@ -24,7 +24,7 @@ import torch
 from torch.nn import functional as F
 
 from lamp_ros.ops.normalize import pad_to_dim
-from lamp_ros.policies.training import learning_rate, TrainConfig  # noqa: F401 (re-exported)
+from lamp_ros.policies.training import learning_rate, optimise, TrainConfig  # noqa: F401
 
 TIME_BETA = (1.5, 1.0)
 TIME_SCALE, TIME_OFFSET = 0.999, 0.001
@@ -69,23 +69,11 @@ def flow_matching_loss(model, inputs: dict, actions: torch.Tensor, rng: np.rando
 def train(policy, batches, cfg: TrainConfig, progress=None) -> list:
     """Optimise `policy.model` in place on `batches` (an iterator of (observations, chunks));
     returns the loss of every step."""
-    model = policy.model.train()
+    model = policy.model
     rng = np.random.default_rng([cfg.seed, 1])
-    optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.95),
-                                  weight_decay=cfg.weight_decay)
-    losses = []
-    for step in range(cfg.steps):
+
+    def step_loss(step):
         observations, chunks = next(batches)
-        for group in optimizer.param_groups:
-            group['lr'] = learning_rate(step, cfg)
-        loss = flow_matching_loss(model, model_inputs(policy, observations),
+        return flow_matching_loss(model, model_inputs(policy, observations),
                                   normalised_actions(policy, chunks), rng, cfg.max_delay)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-        optimizer.step()
-        losses.append(float(loss.detach()))
-        if progress:
-            progress(step + 1, cfg.steps, losses[-1])
-    model.eval()
-    return losses
+    return optimise(model, cfg, step_loss, progress)

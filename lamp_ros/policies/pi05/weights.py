@@ -9,9 +9,11 @@ random-weight outputs are informative for parity checks rather than saturated or
 from concurrent.futures import ThreadPoolExecutor
 import math
 
-from safetensors.torch import load_file, save_file
+from safetensors.torch import save_file
 import torch
 from torch import nn
+
+from lamp_ros.policies.weights_file import load_weights  # noqa: F401 (re-exported)
 
 STAGES = ('vision', 'prefix', 'expert')
 
@@ -65,22 +67,3 @@ def save_weights(model: nn.Module, path: str, metadata: dict | None = None) -> N
     """Write the state dict as safetensors (contiguous copies; no pickles)."""
     tensors = {k: v.detach().contiguous() for k, v in model.state_dict().items()}
     save_file(tensors, path, metadata={k: str(v) for k, v in (metadata or {}).items()})
-
-
-def load_weights(model: nn.Module, path: str) -> None:
-    """Load safetensors into `model`; missing, extra or mis-shaped tensors are named."""
-    try:
-        tensors = load_file(path)
-    except Exception as exc:  # safetensors raises several types for corrupt files
-        raise ValueError(f'weights file {path}: cannot read safetensors ({exc})') from exc
-    expected = model.state_dict()
-    missing = sorted(set(expected) - set(tensors))
-    extra = sorted(set(tensors) - set(expected))
-    if missing or extra:
-        raise ValueError(f'weights file {path}: missing tensors {missing[:5]}, '
-                         f'unexpected tensors {extra[:5]}')
-    for name, ref in expected.items():
-        if tuple(tensors[name].shape) != tuple(ref.shape):
-            raise ValueError(f'weights file {path}: tensor {name} has shape '
-                             f'{tuple(tensors[name].shape)}, the model needs {tuple(ref.shape)}')
-    model.load_state_dict({k: v.to(expected[k].dtype) for k, v in tensors.items()})
