@@ -1,20 +1,23 @@
 """How each chunk merge mode copes with inference latency, in closed loop: the trained demo
-policy on the simulator's task (`lamp eval`'s loop), one table for every mode and latency.
+policy on the MuJoCo world's moving task (the bin slides while the arm carries the cube), one
+table for every mode and latency, each success rate with its 95% CI.
 
-    python3 bench/chunk_merge.py [--artifact artifacts/pi05_tiny | --spec SPEC] [--episodes 20]
-                                 [--latencies 0 2 4 8] [--out bench/results/chunk_merge_cpu.json]
+    python3 bench/chunk_merge.py [--spec config/specs/viperx_pick_place_demo.yaml |
+                                  --artifact artifacts/viperx_pick_place_demo]
+                                 [--world viperx_pick_place] [--moving 0.05] [--episodes 30]
+                                 [--workers 2] [--latencies 0 2 4 8]
+                                 [--out bench/results/chunk_merge_world.json]
 
-With `--spec` the spec's eager policy runs every mode; with an artifact, its Runtime runs each
-mode by overriding the chunker's merge mode. Real-time chunking (`rtc`) needs an artifact whose
-denoise stage takes the committed actions (its spec's merge_mode rtc, as the demo's); such an
-artifact runs the other modes too (no delay: plain sampling).
+With `--spec` (the default) the spec's eager policy runs every mode, real-time chunking's
+trained and guided modes included (guided needs the backward pass of the eager expert). With
+`--artifact`, its Runtime runs each mode by overriding the chunker's merge mode; rtc only in the
+mode the artifact was built for.
 
-For each merge mode (ops/chunker.py MERGE_CHOICES; by default rtc/guided with --spec only, an
-artifact runs the rtc mode it was built for) and injected latency D (each tick sees the
+For each merge mode (ops/chunker.py MERGE_CHOICES) and injected latency D (each tick sees the
 observation of D ticks earlier: the chunk it starts is D ticks late, its first actions already
-due), the same episodes (same seed) report success rate, mean error, RMS jerk, and the largest
-command jump and kink (sim/evaluate.py) at a chunk boundary. The PNG beside the JSON draws each
-against the latency, one line per mode.
+due), the same episodes (same seed) report success with its Wilson 95% interval, mean error,
+RMS jerk, and the largest command jump and kink at a chunk boundary (sim/evaluate.py). The PNG
+beside the JSON draws each against the latency, one line per mode.
 """
 
 import argparse
@@ -28,43 +31,73 @@ sys.path.insert(0, ROOT)
 
 from lamp_ros.ops.chunker import MERGE_CHOICES  # noqa: E402
 from lamp_ros.provenance import provenance  # noqa: E402
-from lamp_ros.runtime import Runtime  # noqa: E402
-from lamp_ros.sim.evaluate import controller_for, evaluate  # noqa: E402
+from lamp_ros.sim.parallel import EvalSetup, run_episodes  # noqa: E402
 
-KEYS = ('success_rate', 'mean_error', 'rms_jerk', 'max_boundary_jump', 'max_boundary_kink')
+KEYS = ('success_rate', 'success_ci', 'mean_error', 'rms_jerk', 'max_boundary_jump',
+        'max_boundary_kink')
+MODES = ('latest', 'temporal_ensemble', 'crossfade', 'rtc/trained', 'rtc/guided')
 
 
-def measure(path: str, modes, latencies, episodes: int, seconds: float, seed: int) -> list:
+def measure(path: str, world: str, moving: float | None, modes, latencies, episodes: int,
+            workers: int, seed: int, seconds: float | None = None) -> list:
     """`path`: an artifact, or a spec (its eager pipeline)."""
     rows = []
     for mode in modes:
-        control, _, _ = controller_for(path, mode)
         for latency in latencies:
             start = time.perf_counter()
-            report = evaluate(control, episodes, seconds, latency, seed)
+            setup = EvalSetup(path, world, moving, mode, seed=seed, seconds=seconds,
+                              latency_ticks=latency)
+            report, _, _ = run_episodes(setup, episodes, workers)
             rows.append({'merge_mode': mode, 'latency_ticks': latency,
                          **{k: report[k] for k in KEYS}})
-            print(f'{mode:18s} latency {latency} ticks: success {report["success_rate"]:.0%}, '
-                  f'mean error {report["mean_error"]:.1f} px, RMS jerk '
-                  f'{report["rms_jerk"]:.0f}, max boundary jump '
-                  f'{report["max_boundary_jump"]:.3f}, kink {report["max_boundary_kink"]:.3f} '
-                  f'({time.perf_counter() - start:.0f} s)', flush=True)
+            low, high = report['success_ci']
+            print(f'{mode:18s} latency {latency} ticks: success {report["success_rate"]:.0%} '
+                  f'({low:.0%}-{high:.0%}), mean error {report["mean_error"]:.3f} '
+                  f'{report["error_unit"]}, RMS jerk {report["rms_jerk"]:.0f}, max boundary '
+                  f'jump {report["max_boundary_jump"]:.3f}, kink '
+                  f'{report["max_boundary_kink"]:.3f} ({time.perf_counter() - start:.0f} s)',
+                  flush=True)
     return rows
+
+
+def markdown(rows) -> str:
+    """The table docs/chunking.md shows: per mode, success (95% CI) at each latency, then the
+    largest boundary jump and the RMS jerk at each latency."""
+    latencies = sorted({r['latency_ticks'] for r in rows})
+    head = ('| mode | ' + ' | '.join(f'success, {d} ticks' for d in latencies) +
+            ' | max jump (rad), ' + ' / '.join(map(str, latencies)) + ' ticks | RMS jerk, ' +
+            ' / '.join(map(str, latencies)) + ' ticks |')
+    lines = [head, '|' + '---|' * (len(latencies) + 3)]
+    for mode in dict.fromkeys(r['merge_mode'] for r in rows):
+        mine = {r['latency_ticks']: r for r in rows if r['merge_mode'] == mode}
+        cells = [f'{mine[d]["success_rate"]:.0%} ({mine[d]["success_ci"][0]:.0%}-'
+                 f'{mine[d]["success_ci"][1]:.0%})' for d in latencies]
+        jumps = ' / '.join(f'{mine[d]["max_boundary_jump"]:.3f}' for d in latencies)
+        jerks = ' / '.join(f'{mine[d]["rms_jerk"]:.0f}' for d in latencies)
+        lines.append(f'| `{mode}` | ' + ' | '.join(cells) + f' | {jumps} | {jerks} |')
+    return '\n'.join(lines)
 
 
 def plot(rows, path: str, title: str) -> None:
     import matplotlib
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt
-    panels = (('success_rate', 'success (%)', 100), ('max_boundary_jump',
+    panels = (('success_rate', 'success (%, 95% CI)', 100), ('max_boundary_jump',
               'max jump at a chunk boundary (rad)', 1), ('max_boundary_kink',
               'max kink at a chunk boundary (rad)', 1), ('rms_jerk', 'RMS jerk (rad/s^3)', 1))
     fig, axes = plt.subplots(1, len(panels), figsize=(17, 3.8))
-    for mode in dict.fromkeys(r['merge_mode'] for r in rows):
+    modes = list(dict.fromkeys(r['merge_mode'] for r in rows))
+    for m, mode in enumerate(modes):
         mine = [r for r in rows if r['merge_mode'] == mode]
-        x = [r['latency_ticks'] for r in mine]
+        x = [r['latency_ticks'] + 0.12 * (m - (len(modes) - 1) / 2) for r in mine]
         for ax, (key, _, scale) in zip(axes, panels):
-            ax.plot(x, [scale * r[key] for r in mine], marker='o', label=mode)
+            y = [scale * r[key] for r in mine]
+            if key == 'success_rate':
+                low = [y_ - 100 * r['success_ci'][0] for y_, r in zip(y, mine)]
+                high = [100 * r['success_ci'][1] - y_ for y_, r in zip(y, mine)]
+                ax.errorbar(x, y, yerr=[low, high], marker='o', capsize=3, label=mode)
+            else:
+                ax.plot(x, y, marker='o', label=mode)
     for ax, (key, label, _) in zip(axes, panels):
         ax.set(xlabel='injected latency (ticks)', ylabel=label)
     axes[0].set_ylim(-5, 105)
@@ -77,32 +110,47 @@ def plot(rows, path: str, title: str) -> None:
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
-    p.add_argument('--artifact', default=os.path.join(ROOT, 'artifacts', 'pi05_tiny'))
-    p.add_argument('--spec', help='run the spec\'s eager policy instead')
-    p.add_argument('--episodes', type=int, default=20)
-    p.add_argument('--seconds', type=float, default=10.0)
-    p.add_argument('--seed', type=int, default=0)
+    p.add_argument('--spec', help='run the spec\'s eager policy (default: the world\'s demo)')
+    p.add_argument('--artifact', help='run this artifact instead of a spec')
+    p.add_argument('--world', default='viperx_pick_place')
+    p.add_argument('--moving', type=float, default=0.05,
+                   help='the bin\'s speed (m/s); 0: the static task')
+    p.add_argument('--episodes', type=int, default=30)
+    p.add_argument('--workers', type=int, default=2, help='local worker processes')
+    p.add_argument('--seconds', type=float, help='episode length (default: the world\'s)')
+    p.add_argument('--seed', type=int, default=0,
+                   help='episode placements (0: those of the static demonstrations, where the '
+                        'demo policy can do the task; 1: placements it never saw)')
     p.add_argument('--latencies', type=int, nargs='+', default=[0, 2, 4, 8])
-    p.add_argument('--modes', nargs='+', choices=MERGE_CHOICES,
-                   help='default: every mode')
-    p.add_argument('--out', default=os.path.join(ROOT, 'bench', 'results', 'chunk_merge_cpu.json'))
+    p.add_argument('--modes', nargs='+', choices=MERGE_CHOICES, help=f'default: {MODES}')
+    p.add_argument('--out', default=os.path.join(ROOT, 'bench', 'results',
+                                                 'chunk_merge_world.json'))
     args = p.parse_args()
-    modes = args.modes or [m for m in MERGE_CHOICES if m != 'rtc' and (
-        args.spec or m != 'rtc/guided')]
-    rows = measure(args.spec or args.artifact, modes, args.latencies, args.episodes,
-                   args.seconds, args.seed)
-    runtime = None if args.spec else Runtime.load(args.artifact)
-    source = ({'spec': os.path.relpath(args.spec, ROOT)} if args.spec else
-              {'artifact_id': runtime.id})
-    # the eager pipeline runs on the CPU (build_pipeline's default); an artifact where it loads
-    device = 'cuda' if runtime is not None and str(runtime.device).startswith('cuda') else 'cpu'
+    if args.spec and args.artifact:
+        raise SystemExit('give --spec or --artifact, not both')
+    path = args.artifact or args.spec or os.path.join(
+        ROOT, 'config', 'specs', f'{args.world}_demo.yaml')
+    modes = args.modes or [m for m in MODES if not args.artifact or m != 'rtc/guided']
+    rows = measure(path, args.world, args.moving, modes, args.latencies, args.episodes,
+                   args.workers, args.seed, args.seconds)
+    if args.artifact:
+        from lamp_ros.runtime import Runtime
+        runtime = Runtime.load(args.artifact)
+        source = {'artifact_id': runtime.id}
+        device = 'cuda' if str(runtime.device).startswith('cuda') else 'cpu'
+    else:
+        source = {'spec': os.path.relpath(path, ROOT)}
+        device = 'cpu'   # the eager pipeline runs on the CPU (build_pipeline's default)
     with open(args.out, 'w', encoding='utf-8') as f:
-        json.dump({**source, 'episodes': args.episodes, 'seconds': args.seconds,
-                   'seed': args.seed, 'rows': rows, 'provenance': provenance(device)}, f,
-                  indent=1)
+        json.dump({**source, 'world': args.world, 'moving_speed': args.moving,
+                   'episodes': args.episodes, 'seconds': args.seconds, 'seed': args.seed,
+                   'rows': rows,
+                   'provenance': provenance(device)}, f, indent=1)
     picture = args.out.rsplit('.', 1)[0] + '.png'
     what = source.get('spec') or f'artifact {source["artifact_id"][:12]}'
-    plot(rows, picture, f'chunk merge modes under latency: {args.episodes} episodes, {what}')
+    plot(rows, picture, f'chunk merge modes under latency: {args.world}, bin at '
+         f'{args.moving:g} m/s, {args.episodes} episodes per point, {what}')
+    print(markdown(rows))
     print(f'wrote {args.out} and {picture}')
     return 0
 
