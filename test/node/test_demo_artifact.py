@@ -1,7 +1,7 @@
 """`lamp demo`'s artifact (lamp_ros/demo.py ensure_artifact): compiled where it is missing, does
 not load, or was built from another version of the spec; kept otherwise. Its compile is `lamp
-compile` of the demo's spec, the suite's world_demo_artifact: here that build is copied in its place
-(test_demo.py runs the demo itself, over ROS)."""
+compile` of the demo's spec, the suite's world_demo_artifact: here that build is copied in its
+place (test_demo.py runs the demo itself, over ROS)."""
 
 import io
 import json
