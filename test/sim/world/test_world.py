@@ -151,7 +151,8 @@ def test_compare_passes_two_copies_of_the_trained_build(world_demo_artifact, tmp
     shutil.copytree(world_demo_artifact, copy)
     out = tmp_path / 'same.json'
     assert lamp(['eval', '--compare', world_demo_artifact, copy, '--world', WORLD,
-                 '--episodes', '2', '--max-drop', '5', '--out', str(out)]) == 0
+                 '--episodes', '2', '--seconds', '4', '--max-drop', '5', '--out',
+                 str(out)]) == 0
     assert 'B - A: success +0 points' in capsys.readouterr().out
     a, b = json.loads(out.read_text())['reports']
     assert [e['errors'] for e in a['per_episode']] == [e['errors'] for e in b['per_episode']]
