@@ -52,7 +52,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from lamp_ros.dataset.reader import read_dataset  # noqa: E402
-from lamp_ros.dataset.samples import chunk_samples  # noqa: E402
+from lamp_ros.dataset.samples import chunk_samples, IMAGE_PREFIX  # noqa: E402
 from lamp_ros.ops.normalize import Normalizer  # noqa: E402
 from lamp_ros.ops.tokenizer import Tokenizer  # noqa: E402
 from lamp_ros.policies.pi05.checkpoint.write import (feature_stats, lerobot_heads,  # noqa: E402
@@ -147,9 +147,8 @@ def dataset_name(path: str) -> str:
     return os.path.basename(os.path.normpath(path))
 
 
-def dataset_samples(path: str, horizon: int, keep_idle: int, image_size: int | None = None):
-    dataset = read_dataset(path)
-    print(f'dataset {path}: {len(dataset.episodes)} episodes, {len(dataset):,} frames at '
+def dataset_samples(dataset, horizon: int, keep_idle: int, image_size: int | None = None):
+    print(f'dataset {dataset.root}: {len(dataset.episodes)} episodes, {len(dataset):,} frames at '
           f'{dataset.fps} fps, tasks {dataset.tasks}', flush=True)
 
     def decoded(done, total):
@@ -157,14 +156,15 @@ def dataset_samples(path: str, horizon: int, keep_idle: int, image_size: int | N
     samples = chunk_samples(dataset, horizon, image_size, keep_idle, progress=decoded)
     print(f'{len(samples):,} samples: each episode\'s still end cut to {keep_idle} frames',
           flush=True)
-    return samples, dataset
+    return samples
 
 
 def train_pi05(args) -> tuple:
     """-> (cfg, losses, extra summary, files written)."""
     config = lerobot_heads(replace(get_preset('pi05_tiny'), max_token_len=MAX_TOKENS))
     if args.dataset:
-        demos, dataset = dataset_samples(args.dataset, config.action_horizon, args.keep_idle)
+        dataset = read_dataset(args.dataset)
+        demos = dataset_samples(dataset, config.action_horizon, args.keep_idle)
         robot = parse_robot({'file': args.robot}, ROOT, float(dataset.fps))
         names = list(dataset.info['features']['action']['names'])
         if names != list(robot.joint_names):
@@ -220,14 +220,13 @@ def train_act(args) -> tuple:
 
     if not args.dataset:
         raise SystemExit('--policy act_small trains on a --dataset')
-    probe = read_dataset(args.dataset)
-    cameras = tuple(k.removeprefix('observation.images.') for k in probe.image_keys)
+    dataset = read_dataset(args.dataset)   # read once: the cameras, then the samples
+    cameras = tuple(k.removeprefix(IMAGE_PREFIX) for k in dataset.image_keys
+                    if k.startswith(IMAGE_PREFIX))
     config = ActConfig(cameras=cameras, image_size=args.image_size, horizon=50,
                        width=args.width, layers=args.layers, grid=args.grid,
                        keypoints=args.keypoints)
-    del probe
-    samples, dataset = dataset_samples(args.dataset, config.horizon, args.keep_idle,
-                                       config.image_size)
+    samples = dataset_samples(dataset, config.horizon, args.keep_idle, config.image_size)
     names = list(dataset.info['features']['action']['names'])
     std_floor = 1e-2   # a joint the expert barely moves is not scaled up into noise
 
